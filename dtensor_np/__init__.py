@@ -1,0 +1,58 @@
+"""dtensor_np: distributed tensors for NumPy and CuPy over MPI, with PyTorch DTensor semantics.
+
+Build a mesh, place arrays on it with ``Shard``, ``Replicate`` and
+``Partial``, call NumPy functions on them; the same script runs with every
+rank simulated in one process and under ``mpiexec -n N``.
+
+Example:
+    >>> import numpy as np
+    >>> import dtensor_np as dt
+    >>> mesh = dt.init_device_mesh((2, 2), dim_names=("dp", "tp"), backend="simulated")
+    >>> mesh.rank_groups("tp")
+    [[0, 1], [2, 3]]
+    >>> x = dt.distribute_tensor(np.arange(8.0).reshape(4, 2), mesh, [dt.Shard(0), dt.Replicate()])
+    >>> float(x.redistribute([dt.Replicate(), dt.Shard(1)]).full_tensor().sum())
+    28.0
+"""
+
+from collectives import CommCounter, comm_counter
+
+from .dispatch import fallback_counts, replicate_fallback
+from .dtensor import DTensor, distribute_tensor
+from .errors import ShardingError
+from .layout import Layout
+from .local_tensor import LocalTensor, local_map
+from .mesh import DeviceMesh
+from .placements import Partial, Placement, Replicate, Shard
+from .planner import CostModel, Step, explain, plan_greedy, plan_redistribute
+from .runtime import init_device_mesh
+from .spec import DTensorSpec, TensorMeta, compute_local_shape_and_global_offset
+
+__all__ = [
+    "ShardingError",
+    "Layout",
+    "DeviceMesh",
+    "init_device_mesh",
+    "Placement",
+    "Shard",
+    "Replicate",
+    "Partial",
+    "TensorMeta",
+    "DTensorSpec",
+    "compute_local_shape_and_global_offset",
+    "DTensor",
+    "distribute_tensor",
+    "LocalTensor",
+    "local_map",
+    "Step",
+    "CostModel",
+    "plan_redistribute",
+    "plan_greedy",
+    "explain",
+    "replicate_fallback",
+    "fallback_counts",
+    "comm_counter",
+    "CommCounter",
+]
+
+__version__ = "0.1.0"

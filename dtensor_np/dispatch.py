@@ -1,0 +1,171 @@
+"""Running a NumPy call on DTensors: propagate, redistribute, compute shard by shard, wrap.
+
+The rule for the callable decides (purely, cached) the specs the inputs must
+have and the output specs; the inputs are redistributed; every rank held
+here runs the NumPy (or CuPy) function on its local shards; the results are
+wrapped into DTensors.  A call with no rule raises a ShardingError naming the
+op, unless the opt-in :func:`replicate_fallback` is active, which gathers the
+inputs, computes on full arrays and counts every use.
+
+Example:
+    >>> import numpy as np, dtensor_np as dt
+    >>> mesh = dt.DeviceMesh((2,))
+    >>> x = dt.distribute_tensor(np.arange(4.0), mesh, [dt.Shard(0)])
+    >>> y = np.exp(x) + 1
+    >>> str(y.spec), np.allclose(y.full_tensor(), np.exp(np.arange(4.0)) + 1)
+    ('S(0)', True)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from functools import lru_cache
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+
+from .errors import ShardingError
+from .placements import Replicate
+from .propagation import decide, rule_for
+from .propagation.reduction import ufunc_reduce_rule
+from .propagation.registry import OpRule
+from .redistribute import redistribute_shards
+from .runtime import backend_for
+from .spec import DTensorSpec, TensorMeta
+
+__all__ = ["dispatch", "dispatch_ufunc", "replicate_fallback", "fallback_counts"]
+
+_FALLBACK = contextvars.ContextVar("dtensor_np_replicate_fallback", default=False)
+_FALLBACK_COUNTS: dict[str, int] = {}
+
+
+@contextlib.contextmanager
+def replicate_fallback(enabled: bool = True) -> Iterator[dict[str, int]]:
+    """Let ops without a sharding rule run on gathered (replicated) inputs; off by default.
+
+    Yields the running count of fallback uses per op name.
+
+    Example:
+        >>> import numpy as np, dtensor_np as dt
+        >>> x = dt.distribute_tensor(np.array([3.0, 1.0, 2.0]), dt.DeviceMesh((2,)), [dt.Shard(0)])
+        >>> with dt.replicate_fallback() as used:
+        ...     y = np.sort(x)
+        >>> y.full_tensor().tolist(), used["sort"] >= 1
+        ([1.0, 2.0, 3.0], True)
+    """
+    token = _FALLBACK.set(enabled)
+    try:
+        yield _FALLBACK_COUNTS
+    finally:
+        _FALLBACK.reset(token)
+
+
+def fallback_counts() -> dict[str, int]:
+    """How often each op has run through the replicating fallback in this process."""
+    return dict(_FALLBACK_COUNTS)
+
+
+def _is_dtensor(x: Any) -> bool:
+    from .dtensor import DTensor
+
+    return isinstance(x, DTensor)
+
+
+def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: Mapping[str, Any]) -> Any:
+    """``__array_ufunc__`` for DTensors."""
+    if method == "__call__":
+        return dispatch(ufunc, inputs, kwargs)
+    if method == "reduce":
+        return _run(ufunc_reduce_rule(ufunc), inputs, kwargs)
+    raise ShardingError(f"no sharding rule for numpy.{ufunc.__name__}.{method}")
+
+
+def dispatch(func: Any, args: tuple, kwargs: Mapping[str, Any]) -> Any:
+    """``__array_function__`` for DTensors: the rule of ``func``, or the fallback when enabled."""
+    try:
+        rule = rule_for(func)
+    except ShardingError:
+        if _FALLBACK.get():
+            return _fallback(func, args, kwargs)
+        raise
+    return _run(rule, args, kwargs)
+
+
+def _run(rule: OpRule, args: tuple, kwargs: Mapping[str, Any]) -> Any:
+    from .dtensor import DTensor
+
+    tensors, key = rule.bind(tuple(args), dict(kwargs))
+    mesh = tensors[0].mesh
+    for t in tensors[1:]:
+        if t.mesh != mesh:
+            raise ShardingError(
+                f"numpy.{rule.name}: the DTensors live on different meshes, {mesh!r} and {t.mesh!r}; "
+                f"redistribute them onto one mesh first"
+            )
+    specs = tuple(t.spec for t in tensors)
+    decision = decide(rule, specs, key)
+    backend = backend_for(mesh)
+    shards = [
+        t._shards if t.spec == target else redistribute_shards(t._shards, t.spec, target, backend)
+        for t, target in zip(tensors, decision.inputs)
+    ]
+    results = {r: decision.local(r, *[s[r] for s in shards]) for r in backend.ranks}
+    if decision.multiple_outputs:
+        n = len(decision.outputs)
+        return tuple(
+            _wrap({r: res[i] for r, res in results.items()}, decision.outputs[i]) for i in range(n)
+        )
+    return _wrap(results, decision.outputs[0])
+
+
+def _as_array(x: Any) -> Any:
+    return np.asarray(x) if isinstance(x, (np.generic, bool, int, float, complex)) else x
+
+
+def _wrap(results: dict[int, Any], spec: DTensorSpec) -> Any:
+    from .dtensor import DTensor
+
+    results = {r: _as_array(x) for r, x in results.items()}
+    dtype = next(iter(results.values())).dtype
+    return DTensor(results, _with_dtype(spec, np.dtype(dtype)))
+
+
+@lru_cache(maxsize=8192)
+def _with_dtype(spec: DTensorSpec, dtype: np.dtype) -> DTensorSpec:
+    if spec.tensor_meta is not None and spec.tensor_meta.dtype == dtype:
+        return spec
+    return DTensorSpec(spec.mesh, spec.placements, TensorMeta(spec.shape, dtype), spec.shard_order)
+
+
+def _fallback(func: Any, args: tuple, kwargs: Mapping[str, Any]) -> Any:
+    from .dtensor import DTensor
+
+    name = getattr(func, "__name__", repr(func))
+    found: list[DTensor] = []
+
+    def gather(x: Any) -> Any:
+        if isinstance(x, DTensor):
+            found.append(x)
+            return x.full_tensor()
+        if isinstance(x, (list, tuple)):
+            return type(x)(gather(v) for v in x)
+        return x
+
+    full_args = gather(tuple(args))
+    full_kwargs = {k: gather(v) for k, v in kwargs.items()}
+    _FALLBACK_COUNTS[name] = _FALLBACK_COUNTS.get(name, 0) + 1
+    result = func(*full_args, **full_kwargs)
+    mesh = found[0].mesh
+    ranks = backend_for(mesh).ranks
+
+    def wrap(value: Any) -> Any:
+        value = _as_array(value)
+        if not hasattr(value, "dtype") or not hasattr(value, "shape"):
+            return value
+        spec = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, TensorMeta(value.shape, value.dtype))
+        return DTensor({r: value.copy() for r in ranks}, spec)
+
+    if isinstance(result, tuple):
+        return tuple(wrap(v) for v in result)
+    return wrap(result)

@@ -1,0 +1,118 @@
+"""Placements: how a tensor sits on one mesh dim (``Shard``, ``Replicate``, ``Partial``).
+
+Example:
+    >>> str(Shard(0)), str(Replicate()), str(Partial())
+    ('S(0)', 'R', 'P(sum)')
+    >>> Shard(1) == Shard(1), Partial("max") == Partial("sum")
+    (True, False)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Union
+
+from .errors import ShardingError
+
+__all__ = ["Placement", "Shard", "Replicate", "Partial", "REDUCE_OPS", "ReduceOp"]
+
+ReduceOp = Literal["sum", "avg", "max", "min"]
+REDUCE_OPS: tuple[str, ...] = ("sum", "avg", "max", "min")
+
+
+class _PlacementBase:
+    """Shared predicates; ``Placement`` is the union of the three kinds."""
+
+    __slots__ = ()
+
+    def is_shard(self, dim: int | None = None) -> bool:
+        """True for ``Shard`` (on ``dim``, when given)."""
+        return False
+
+    def is_replicate(self) -> bool:
+        """True for ``Replicate``."""
+        return False
+
+    def is_partial(self) -> bool:
+        """True for ``Partial``."""
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Shard(_PlacementBase):
+    """The tensor is split along tensor dim ``dim`` over the mesh dim (``torch.chunk`` sizes).
+
+    Example:
+        >>> Shard(0), str(Shard(-1))
+        (Shard(dim=0), 'S(-1)')
+    """
+
+    dim: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.dim, int) or isinstance(self.dim, bool):
+            raise TypeError(f"Shard(dim) expects an int tensor dim, got {self.dim!r}")
+
+    def is_shard(self, dim: int | None = None) -> bool:
+        return dim is None or dim == self.dim
+
+    def __str__(self) -> str:
+        return f"S({self.dim})"
+
+
+@dataclass(frozen=True, slots=True)
+class Replicate(_PlacementBase):
+    """Every rank of the mesh dim holds the whole tensor.
+
+    Example:
+        >>> str(Replicate())
+        'R'
+    """
+
+    def is_replicate(self) -> bool:
+        return True
+
+    def __str__(self) -> str:
+        return "R"
+
+
+@dataclass(frozen=True, slots=True)
+class Partial(_PlacementBase):
+    """Every rank holds a partial value; the tensor is their reduction by ``reduce_op``.
+
+    Example:
+        >>> str(Partial("max"))
+        'P(max)'
+    """
+
+    reduce_op: str = "sum"
+
+    def __post_init__(self) -> None:
+        if self.reduce_op not in REDUCE_OPS:
+            raise ShardingError(
+                f"Partial(reduce_op) expects one of {', '.join(REDUCE_OPS)}, got {self.reduce_op!r}"
+            )
+
+    def is_partial(self) -> bool:
+        return True
+
+    def __str__(self) -> str:
+        return f"P({self.reduce_op})"
+
+
+Placement = Union[Shard, Replicate, Partial]
+PLACEMENT_TYPES = (Shard, Replicate, Partial)
+
+
+def check_placement(p: object) -> Placement:
+    """``p`` if it is a placement, else a ``TypeError`` saying what it got."""
+    if not isinstance(p, PLACEMENT_TYPES):
+        raise TypeError(
+            f"expected a placement (Shard(dim), Replicate() or Partial(op)), got {p!r}"
+        )
+    return p  # type: ignore[return-value]
+
+
+def placements_str(placements: tuple[Placement, ...]) -> str:
+    """Compact form of a placement tuple: ``S(0)R``."""
+    return "".join(str(p) for p in placements)

@@ -1,0 +1,424 @@
+"""The redistribute planner: pure functions from a source spec and a target spec to steps.
+
+A *state* is the placements plus the shard order.  Steps move between states:
+
+====================  ==================  =====================================
+step                  collective          condition
+====================  ==================  =====================================
+S(d) -> R             all_gather          the mesh dim(s) split ``d`` innermost
+S(d) -> S(e)          all_to_all          the mesh dim splits ``d`` innermost
+P -> R                all_reduce
+P -> S(d)             reduce_scatter      the mesh dim becomes the innermost split of ``d``
+R -> S(d)             local chunk         likewise
+R -> P(op)            local partition     only towards a target ``P(op)``
+====================  ==================  =====================================
+
+Instead of the reference's greedy walk over mesh dims, :func:`plan_redistribute`
+runs a shortest-path search over states with a cost per step (latency plus
+bytes over bandwidth, computed from the global shape and dtype), and merges
+collectives of one kind over several mesh dims into one collective over the
+combined group (``[S(0), S(0)] -> [R, R]`` is one all_gather over all ranks).
+The search never uses more collectives than the greedy plan
+(:func:`plan_greedy`, kept for comparison).  Plans are cached on the specs
+(pure values), never on a rank.
+
+Example:
+    >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
+    >>> mesh = DeviceMesh((2, 2))
+    >>> meta = TensorMeta((8, 8), "float32")
+    >>> src = DTensorSpec(mesh, (Shard(0), Replicate()), meta)
+    >>> dst = DTensorSpec(mesh, (Replicate(), Shard(1)), meta)
+    >>> plan = plan_redistribute(src, dst)
+    >>> [str(s) for s in plan]
+    ['chunk R->S(1) on mesh dim 1', 'all_gather S(0)->R on mesh dim 0']
+    >>> explain(plan, src)  # chunk first: the all_gather then moves half the bytes
+    'S(0)R->S(0)S(1)->RS(1)'
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterator, Optional, Union
+
+from .errors import ShardingError
+from .placements import Partial, Placement, Replicate, Shard, placements_str
+from .spec import DTensorSpec, ShardOrder, default_shard_order
+
+__all__ = [
+    "Step",
+    "plan_redistribute",
+    "plan_greedy",
+    "explain",
+    "count_collectives",
+    "greedy_collectives",
+    "COLLECTIVE_KINDS",
+    "LOCAL_KINDS",
+    "CostModel",
+]
+
+COLLECTIVE_KINDS = ("all_gather", "all_reduce", "reduce_scatter", "all_to_all")
+LOCAL_KINDS = ("chunk", "partition")
+
+_R = Replicate()
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One collective (or local op) on one mesh dim, or one merged collective on several.
+
+    ``placements`` and ``shard_order`` give the state after the step (the
+    shard order leaves out mesh dims of size 1, which never split anything).
+
+    Example:
+        >>> s = Step("all_gather", (0,), Shard(0), Replicate(), (Replicate(),), ())
+        >>> s.mesh_dim, s.is_collective, str(s)
+        (0, True, 'all_gather S(0)->R on mesh dim 0')
+    """
+
+    kind: str
+    mesh_dims: tuple[int, ...]
+    src: Placement
+    dst: Placement
+    placements: tuple[Placement, ...]
+    shard_order: ShardOrder
+
+    @property
+    def mesh_dim(self) -> Union[int, tuple[int, ...]]:
+        """The mesh dim of the step, or the tuple of mesh dims of a merged collective."""
+        return self.mesh_dims[0] if len(self.mesh_dims) == 1 else self.mesh_dims
+
+    @property
+    def is_collective(self) -> bool:
+        """True when the step communicates."""
+        return self.kind in COLLECTIVE_KINDS
+
+    def __str__(self) -> str:
+        where = f"mesh dim {self.mesh_dims[0]}" if len(self.mesh_dims) == 1 else f"mesh dims {self.mesh_dims}"
+        return f"{self.kind} {self.src}->{self.dst} on {where}"
+
+
+@dataclass(frozen=True, slots=True)
+class CostModel:
+    """Cost of a step in microseconds: ``latency_us`` per collective plus bytes over bandwidth.
+
+    Example:
+        >>> CostModel().collective(1024, bytes_moved=2**20) > CostModel().collective(1024, 0)
+        True
+    """
+
+    latency_us: float = 5.0
+    bytes_per_us: float = 5000.0
+    local_bytes_per_us: float = 20000.0
+
+    def collective(self, group_size: int, bytes_moved: float) -> float:
+        return self.latency_us + bytes_moved / self.bytes_per_us
+
+    def local(self, bytes_touched: float) -> float:
+        return bytes_touched / self.local_bytes_per_us
+
+
+# --------------------------------------------------------------------------
+# states
+# --------------------------------------------------------------------------
+# A search state: placements on the non-trivial mesh dims (size-1 dims hold
+# None) and the shard order restricted to those dims.
+_State = tuple[tuple[Optional[Placement], ...], ShardOrder]
+
+
+def _orders(order: ShardOrder) -> dict[int, tuple[int, ...]]:
+    return dict(order)
+
+
+def _freeze(orders: dict[int, tuple[int, ...]]) -> ShardOrder:
+    return tuple(sorted((d, ms) for d, ms in orders.items() if ms))
+
+
+def _search_state(spec: DTensorSpec) -> _State:
+    trivial = {m for m, size in enumerate(spec.mesh.shape) if size == 1}
+    placements = tuple(None if m in trivial else p for m, p in enumerate(spec.placements))
+    orders = {d: tuple(m for m in ms if m not in trivial) for d, ms in spec.shard_order}  # type: ignore[union-attr]
+    return placements, _freeze(orders)
+
+
+def _num_shards(state: _State, mesh_shape: tuple[int, ...]) -> int:
+    n = 1
+    for m, p in enumerate(state[0]):
+        if isinstance(p, Shard):
+            n *= mesh_shape[m]
+    return n
+
+
+def _with(placements: tuple, updates: dict[int, Placement]) -> tuple:
+    return tuple(updates.get(m, p) for m, p in enumerate(placements))
+
+
+def _moves(state: _State, goal: _State, mesh_shape: tuple[int, ...], ndim: int) -> Iterator[tuple[str, tuple[int, ...], Placement, Placement, _State]]:
+    """Every step out of ``state``: (kind, mesh dims, src, dst, next state)."""
+    placements, order = state
+    orders = _orders(order)
+    goal_placements = goal[0]
+    live = [m for m, p in enumerate(placements) if p is not None]
+
+    # Single mesh dim steps.
+    for m in live:
+        p = placements[m]
+        target = goal_placements[m]
+        if isinstance(p, Shard):
+            d = p.dim
+            if orders.get(d, ())[-1:] != (m,):
+                continue  # only the innermost split of a dim can be undone
+            rest = dict(orders)
+            rest[d] = orders[d][:-1]
+            yield "all_gather", (m,), p, _R, (_with(placements, {m: _R}), _freeze(rest))
+            for e in range(ndim):
+                if e == d:
+                    continue
+                moved = dict(rest)
+                moved[e] = moved.get(e, ()) + (m,)
+                yield "all_to_all", (m,), p, Shard(e), (_with(placements, {m: Shard(e)}), _freeze(moved))
+        elif isinstance(p, Replicate):
+            for e in range(ndim):
+                moved = dict(orders)
+                moved[e] = moved.get(e, ()) + (m,)
+                yield "chunk", (m,), p, Shard(e), (_with(placements, {m: Shard(e)}), _freeze(moved))
+            if isinstance(target, Partial):
+                yield "partition", (m,), p, target, (_with(placements, {m: target}), order)
+        elif isinstance(p, Partial):
+            if p == target:
+                continue  # a pending reduction the target keeps
+            yield "all_reduce", (m,), p, _R, (_with(placements, {m: _R}), order)
+            for e in range(ndim):
+                moved = dict(orders)
+                moved[e] = moved.get(e, ()) + (m,)
+                yield "reduce_scatter", (m,), p, Shard(e), (_with(placements, {m: Shard(e)}), _freeze(moved))
+
+    # Merged collectives over several mesh dims at once.
+    for d, ms in orders.items():
+        for k in range(2, len(ms) + 1):
+            suffix = ms[-k:]
+            rest = dict(orders)
+            rest[d] = ms[:-k]
+            yield "all_gather", suffix, Shard(d), _R, (_with(placements, {m: _R for m in suffix}), _freeze(rest))
+    partials: dict[Placement, list[int]] = {}
+    for m in live:
+        p = placements[m]
+        if isinstance(p, Partial) and p != goal_placements[m]:
+            partials.setdefault(p, []).append(m)
+    for p, dims in partials.items():
+        for k in range(2, len(dims) + 1):
+            for subset in itertools.combinations(dims, k):
+                yield "all_reduce", subset, p, _R, (_with(placements, {m: _R for m in subset}), order)
+                for perm in itertools.permutations(subset):
+                    for e in range(ndim):
+                        moved = dict(orders)
+                        moved[e] = moved.get(e, ()) + perm
+                        yield "reduce_scatter", perm, p, Shard(e), (
+                            _with(placements, {m: Shard(e) for m in perm}),
+                            _freeze(moved),
+                        )
+
+
+def _step_cost(kind: str, dims: tuple[int, ...], state: _State, nbytes: int, mesh_shape: tuple[int, ...], model: CostModel) -> float:
+    local = nbytes / _num_shards(state, mesh_shape)
+    k = 1
+    for m in dims:
+        k *= mesh_shape[m]
+    if kind == "all_gather":
+        return model.collective(k, (k - 1) * local)
+    if kind == "all_reduce":
+        return model.collective(k, 2 * (k - 1) / k * local)
+    if kind in ("reduce_scatter", "all_to_all"):
+        return model.collective(k, (k - 1) / k * local)
+    if kind == "chunk":
+        return model.local(local / k)
+    return model.local(local)
+
+
+def _validate(src: DTensorSpec, dst: DTensorSpec) -> None:
+    if src.mesh != dst.mesh:
+        raise ShardingError(f"cannot redistribute between different meshes: {src.mesh} and {dst.mesh}")
+    if src.tensor_meta is None:
+        raise ShardingError("plan_redistribute needs the source spec's tensor_meta (global shape and dtype)")
+    if dst.tensor_meta is not None and dst.tensor_meta.shape != src.tensor_meta.shape:
+        raise ShardingError(
+            f"redistribute keeps the global shape: source {src.tensor_meta.shape}, target {dst.tensor_meta.shape}"
+        )
+    for m, (a, b) in enumerate(zip(src.placements, dst.placements)):
+        if src.mesh.shape[m] == 1:
+            continue  # one rank: every placement holds the same data
+        if isinstance(b, Partial) and a != b:
+            if isinstance(a, Partial):
+                raise ShardingError(
+                    f"cannot redistribute {a} to {b} on mesh dim {m}: Partials of different reduce ops "
+                    f"do not convert; reduce to Replicate() first"
+                )
+            if isinstance(a, Shard):
+                raise ShardingError(
+                    f"cannot redistribute {a} to {b} on mesh dim {m}: a new Partial only comes from "
+                    f"Replicate(); redistribute to Replicate() first"
+                )
+
+
+def _to_dst_meta(src: DTensorSpec, dst: DTensorSpec) -> DTensorSpec:
+    if dst.tensor_meta is None:
+        return DTensorSpec(dst.mesh, dst.placements, src.tensor_meta, dst.shard_order)
+    return dst
+
+
+def plan_redistribute(src_spec: DTensorSpec, dst_spec: DTensorSpec, cost_model: Optional[CostModel] = None) -> tuple[Step, ...]:
+    """The cheapest steps from ``src_spec`` to ``dst_spec``, never more collectives than :func:`plan_greedy`.
+
+    Example:
+        >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
+        >>> mesh = DeviceMesh((2, 2))
+        >>> meta = TensorMeta((8, 8), "float32")
+        >>> src = DTensorSpec(mesh, (Shard(0), Shard(0)), meta)
+        >>> [str(s) for s in plan_redistribute(src, src.with_placements((Replicate(), Replicate())))]
+        ['all_gather S(0)->R on mesh dims (0, 1)']
+    """
+    _validate(src_spec, dst_spec)
+    return _plan_cached(src_spec, _to_dst_meta(src_spec, dst_spec), cost_model or CostModel())
+
+
+@lru_cache(maxsize=4096)
+def _plan_cached(src: DTensorSpec, dst: DTensorSpec, model: CostModel) -> tuple[Step, ...]:
+    start, goal = _search_state(src), _search_state(dst)
+    mesh_shape = src.mesh.shape
+    ndim = src.tensor_meta.ndim  # type: ignore[union-attr]
+    nbytes = max(1, _numel(src.tensor_meta.shape)) * src.tensor_meta.dtype.itemsize  # type: ignore[union-attr]
+    bound = greedy_collectives(src, dst) if _greedy_applies(src, dst) else None
+
+    # Dijkstra over (state, collectives used), capped by the greedy count.
+    tie = itertools.count()
+    frontier: list = [(0.0, 0, next(tie), start, 0, ())]
+    best: dict[tuple[_State, int], float] = {(start, 0): 0.0}
+    path: tuple = ()
+    found = False
+    while frontier:
+        cost, used, _, state, _, path = heapq.heappop(frontier)
+        if state == goal:
+            found = True
+            break
+        if best.get((state, used), float("inf")) < cost:
+            continue
+        for kind, dims, a, b, nxt in _moves(state, goal, mesh_shape, ndim):
+            n_used = used + (kind in COLLECTIVE_KINDS)
+            if bound is not None and n_used > bound:
+                continue
+            c = cost + _step_cost(kind, dims, state, nbytes, mesh_shape, model)
+            key = (nxt, n_used)
+            if c < best.get(key, float("inf")):
+                best[key] = c
+                heapq.heappush(frontier, (c, n_used, next(tie), nxt, 0, path + ((kind, dims, a, b, nxt),)))
+    if not found:  # pragma: no cover - every legal pair has a path through Replicate
+        raise ShardingError(f"no redistribute plan from {src} to {dst}")
+    return _materialize(path, src, dst)
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _materialize(path: tuple, src: DTensorSpec, dst: DTensorSpec) -> tuple[Step, ...]:
+    """Search moves to steps that carry the full placements after each step."""
+    steps = []
+    full = list(src.placements)
+    for i, (kind, dims, a, b, nxt) in enumerate(path):
+        for m in dims:
+            full[m] = b
+        if i == len(path) - 1:  # size-1 mesh dims take their target placement at the end
+            full = [dst.placements[m] if p is None else full[m] for m, p in enumerate(nxt[0])]
+        steps.append(Step(kind, tuple(dims), a, b, tuple(full), nxt[1]))
+    return tuple(steps)
+
+
+def count_collectives(plan: tuple[Step, ...]) -> int:
+    """How many steps of a plan communicate."""
+    return sum(1 for s in plan if s.is_collective)
+
+
+def explain(plan: tuple[Step, ...], src_spec: DTensorSpec) -> str:
+    """The chain of states a plan walks through, e.g. ``S(0)R->RR->RS(1)``.
+
+    A state whose shard order is not the default (outer mesh dim first) shows
+    its order, e.g. ``S(0)S(0)[order 0:[1, 0]]``.
+    """
+    texts = [str(src_spec)]
+    for step in plan:
+        text = placements_str(step.placements)
+        trivial = [m for m, size in enumerate(src_spec.mesh.shape) if size == 1]
+        default = tuple(
+            (d, tuple(m for m in ms if m not in trivial)) for d, ms in default_shard_order(step.placements)
+        )
+        default = tuple((d, ms) for d, ms in default if ms)
+        if step.shard_order != default:
+            text += "[order " + ",".join(f"{d}:{list(ms)}" for d, ms in step.shard_order) + "]"
+        texts.append(text)
+    return "->".join(texts)
+
+
+# --------------------------------------------------------------------------
+# the reference's greedy planner, for comparison and as an upper bound
+# --------------------------------------------------------------------------
+def _greedy_applies(src: DTensorSpec, dst: DTensorSpec) -> bool:
+    return src.shard_order == default_shard_order(src.placements) and dst.shard_order == default_shard_order(
+        dst.placements
+    )
+
+
+def plan_greedy(src_spec: DTensorSpec, dst_spec: DTensorSpec) -> tuple[tuple[int, Placement, Placement], ...]:
+    """PyTorch's default greedy walk: ``(mesh_dim, src, dst)`` per step (default shard orders only).
+
+    Inner mesh dims are first undone where the nested sharding of the target
+    disagrees, then every mesh dim is moved outer to inner.
+
+    Example:
+        >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
+        >>> mesh = DeviceMesh((2, 2))
+        >>> src = DTensorSpec(mesh, (Shard(0), Shard(0)), TensorMeta((8,), "f4"))
+        >>> [(m, str(a), str(b)) for m, a, b in plan_greedy(src, src.with_placements((Replicate(), Shard(0))))]
+        [(1, 'S(0)', 'R'), (0, 'S(0)', 'R'), (1, 'R', 'S(0)')]
+    """
+    _validate(src_spec, dst_spec)
+    mesh = src_spec.mesh
+    current = list(src_spec.placements)
+    target = list(dst_spec.placements)
+    steps: list[tuple[int, Placement, Placement]] = []
+    if mesh.ndim > 1 and src_spec.num_shards > 1:
+        for m in reversed(range(mesh.ndim)):
+            want = target[m]
+            if isinstance(want, Shard):
+                before_now = [i for i in range(m) if current[i].is_shard(want.dim)]
+                before_want = [i for i in range(m) if target[i].is_shard(want.dim)]
+                if before_now != before_want:
+                    want = _R
+            if current[m] != want:
+                steps.append((m, current[m], want))
+                current[m] = want
+    for m in range(mesh.ndim):
+        if current[m] != target[m]:
+            steps.append((m, current[m], target[m]))
+            current[m] = target[m]
+    return tuple(steps)
+
+
+def greedy_collectives(src_spec: DTensorSpec, dst_spec: DTensorSpec) -> int:
+    """Collectives the greedy plan issues (steps on mesh dims of size 1 are free)."""
+    return count_collectives_greedy(plan_greedy(src_spec, dst_spec), src_spec.mesh.shape)
+
+
+def count_collectives_greedy(steps: tuple[tuple[int, Placement, Placement], ...], mesh_shape: tuple[int, ...]) -> int:
+    n = 0
+    for m, a, b in steps:
+        if mesh_shape[m] == 1 or a == b:
+            continue
+        if isinstance(a, Replicate):
+            continue  # R -> S is a local chunk, R -> P a local partition
+        n += 1
+    return n

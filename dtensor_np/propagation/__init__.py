@@ -1,0 +1,29 @@
+"""Sharding propagation: pure rules from input specs to output specs.
+
+``einop_rule`` and ``pointwise_rule`` follow PyTorch's semantics; the op
+rules (elementwise, contraction, reduction, shape ops) build on them and are
+looked up by NumPy callable with :func:`rule_for`.
+
+Example:
+    >>> from dtensor_np import DeviceMesh, DTensorSpec, TensorMeta
+    >>> mesh = DeviceMesh((2,))
+    >>> a = DTensorSpec.from_dim_map(mesh, [0, -1], [], TensorMeta((4, 4), "f4"))
+    >>> b = DTensorSpec.from_dim_map(mesh, [-1, -1], [], TensorMeta((4, 4), "f4"))
+    >>> pointwise_rule([a, b]).redistribute_specs[1].dim_map  # b is chunked to match a
+    [0, -1]
+"""
+
+from . import contraction, elementwise, reduction, shape_ops  # noqa: F401  (register the rules)
+from .einop import OutputSharding, einop_rule, pointwise_rule
+from .registry import Decision, OpRule, decide, registered_ops, rule_for
+
+__all__ = [
+    "OutputSharding",
+    "einop_rule",
+    "pointwise_rule",
+    "Decision",
+    "OpRule",
+    "decide",
+    "rule_for",
+    "registered_ops",
+]

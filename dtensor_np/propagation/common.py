@@ -1,0 +1,134 @@
+"""Small spec transformations shared by the op rules (pure)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Hashable, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..errors import ShardingError
+from ..placements import Partial, Placement, Replicate, Shard
+from ..spec import DTensorSpec, TensorMeta, default_shard_order
+from .einop import OutputSharding
+
+__all__ = [
+    "single_sharding",
+    "replicate_mesh_dims",
+    "with_meta",
+    "settle",
+    "freeze",
+    "scalar_key",
+    "normalize_axes",
+    "partial_free",
+]
+
+_R = Replicate()
+
+
+def single_sharding(spec: DTensorSpec) -> DTensorSpec:
+    """``spec`` with every tensor dim sharded on at most one mesh dim (its outermost split).
+
+    The einsum-style rules describe a sharding by a dim map, which has one
+    mesh dim per tensor dim; inner splits are replicated first.
+    """
+    if spec.shard_order == default_shard_order(spec.placements) and all(
+        len(ms) == 1 for _, ms in spec.shard_order  # type: ignore[union-attr]
+    ):
+        return spec
+    placements = list(spec.placements)
+    for _, mesh_dims in spec.shard_order:  # type: ignore[union-attr]
+        for m in mesh_dims[1:]:
+            placements[m] = _R
+    return DTensorSpec(spec.mesh, tuple(placements), spec.tensor_meta)
+
+
+def replicate_mesh_dims(spec: DTensorSpec, mesh_dims: Iterable[int]) -> DTensorSpec:
+    """``spec`` with the given mesh dims made ``Replicate`` (inner splits of the same tensor dims too)."""
+    mesh_dims = set(mesh_dims)
+    if not mesh_dims:
+        return spec
+    placements = list(spec.placements)
+    order = dict(spec.shard_order)  # type: ignore[arg-type]
+    for m in list(mesh_dims):
+        p = placements[m]
+        if isinstance(p, Shard):
+            ms = order[p.dim]
+            for inner in ms[ms.index(m):]:
+                mesh_dims.add(inner)
+    for m in mesh_dims:
+        placements[m] = _R
+    new_order = tuple((d, tuple(x for x in ms if x not in mesh_dims)) for d, ms in order.items())
+    return DTensorSpec(spec.mesh, tuple(placements), spec.tensor_meta, tuple((d, ms) for d, ms in new_order if ms))
+
+
+def partial_free(spec: DTensorSpec, keep: Callable[[int, Partial], bool] = lambda m, p: False) -> DTensorSpec:
+    """``spec`` with its ``Partial`` mesh dims reduced to ``Replicate`` (except where ``keep`` says)."""
+    placements = tuple(
+        _R if isinstance(p, Partial) and not keep(m, p) else p for m, p in enumerate(spec.placements)
+    )
+    if placements == spec.placements:
+        return spec
+    return DTensorSpec(spec.mesh, placements, spec.tensor_meta, spec.shard_order)
+
+
+def with_meta(spec: DTensorSpec, shape: Sequence[int], dtype: Any = None) -> DTensorSpec:
+    """``spec`` with a new global shape (and dtype)."""
+    dtype = spec.tensor_meta.dtype if dtype is None and spec.tensor_meta is not None else dtype
+    return DTensorSpec(spec.mesh, spec.placements, TensorMeta(tuple(shape), dtype), spec.shard_order)
+
+
+def settle(rule: Callable[[tuple[DTensorSpec, ...]], OutputSharding], specs: tuple[DTensorSpec, ...]) -> tuple[tuple[DTensorSpec, ...], DTensorSpec]:
+    """Run a propagation rule, following its redistribute suggestion once: (input specs, output spec)."""
+    result = rule(specs)
+    if result.output_spec is not None:
+        return specs, result.output_spec
+    suggested = result.redistribute_specs
+    assert suggested is not None
+    again = rule(suggested)
+    if again.output_spec is None:  # pragma: no cover - suggestions are always consistent
+        raise ShardingError(f"sharding propagation did not settle for inputs {[str(s) for s in specs]}")
+    return suggested, again.output_spec
+
+
+def freeze(value: Any) -> Hashable:
+    """A hashable stand-in for a static argument (lists become tuples, dtypes normalised)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, freeze(v)) for k, v in value.items()))
+    if isinstance(value, np.ndarray):
+        if value.ndim != 0:
+            raise TypeError(
+                "a plain ndarray cannot be mixed with DTensors in one call; distribute it first, "
+                "e.g. dt.distribute_tensor(a, mesh, [dt.Replicate()] * mesh.ndim)"
+            )
+        return value[()]
+    if (isinstance(value, type) and issubclass(value, np.generic)) or isinstance(value, np.dtype):
+        return np.dtype(value)
+    hash(value)
+    return value
+
+
+def scalar_key(value: Any) -> Hashable:
+    """A scalar operand of an elementwise op, as a hashable value (0-d arrays become NumPy scalars)."""
+    return freeze(value)
+
+
+def normalize_axes(axis: Any, ndim: int) -> Optional[tuple[int, ...]]:
+    """``axis`` (None, int or tuple) as a sorted tuple of non-negative dims; None means all."""
+    if axis is None:
+        return None
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -ndim <= a < max(ndim, 1):
+            raise ShardingError(f"axis {a} is out of bounds for an array of dimension {ndim}")
+        out.append(a % ndim if ndim else 0)
+    if len(set(out)) != len(out):
+        raise ShardingError(f"duplicate value in axis {axis}")
+    return tuple(sorted(out))
+
+
+def placements_with(spec: DTensorSpec, updates: Mapping[int, Placement]) -> tuple[Placement, ...]:
+    return tuple(updates.get(m, p) for m, p in enumerate(spec.placements))

@@ -1,0 +1,206 @@
+"""Rules for elementwise ops: every NumPy ufunc, ``where``, ``clip`` and ``astype``.
+
+Broadcasting follows :func:`pointwise_rule`.  Pending sums (``Partial``) flow
+through linear ops: ``add``, ``subtract``, ``negative`` and ``positive`` when
+every operand is partial, and ``multiply`` / ``divide`` when exactly one
+operand (the numerator, for division) is partial and the others are
+replicated on that mesh dim.  Every other op reduces pending sums first.
+
+Example:
+    >>> import numpy as np
+    >>> from dtensor_np import DeviceMesh, DTensorSpec, TensorMeta, Partial, Replicate
+    >>> mesh = DeviceMesh((2,))
+    >>> p = DTensorSpec(mesh, (Partial(),), TensorMeta((3,), "f8"))
+    >>> r = DTensorSpec(mesh, (Replicate(),), TensorMeta((3,), "f8"))
+    >>> from dtensor_np.propagation import rule_for
+    >>> d = rule_for(np.multiply).decide((p, r), (2, (), ()))
+    >>> str(d.inputs[0]), str(d.outputs[0])
+    ('P(sum)', 'P(sum)')
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable, Sequence
+
+import numpy as np
+
+from ..errors import ShardingError
+from ..placements import Partial, Shard
+from ..spec import DTensorSpec
+from .common import freeze, partial_free, settle, single_sharding
+from .einop import pointwise_rule
+from .registry import Decision, OpRule, register
+
+__all__ = ["elementwise_decision", "bind_operands"]
+
+_ADDITIVE = {np.add, np.subtract, np.negative, np.positive}
+_MULTIPLICATIVE = {np.multiply: (0, 1), np.divide: (0,), np.true_divide: (0,)}
+_UFUNC_KWARGS = ("dtype", "casting")
+
+
+def _is_tensor(x: Any) -> bool:
+    from ..dtensor import DTensor
+
+    return isinstance(x, DTensor)
+
+
+def bind_operands(operands: Sequence[Any]) -> tuple[tuple[Any, ...], tuple]:
+    """Split operands into the DTensors and ``(position, scalar)`` pairs for the rest."""
+    tensors = []
+    scalars = []
+    for i, x in enumerate(operands):
+        if _is_tensor(x):
+            tensors.append(x)
+        else:
+            scalars.append((i, freeze(x)))
+    return tuple(tensors), tuple(scalars)
+
+
+def _merge(arrays: Sequence[Any], scalars: tuple, n: int) -> list[Any]:
+    """The full operand list: local arrays back in the positions the DTensors had."""
+    fixed = dict(scalars)
+    it = iter(arrays)
+    return [fixed[i] if i in fixed else next(it) for i in range(n)]
+
+
+def _multiplicative_partials(specs: tuple[DTensorSpec, ...], positions: Sequence[int], tensor_positions: Sequence[int]) -> dict[int, tuple[int, Partial]]:
+    """Mesh dims whose pending sum may stay pending through a product: {mesh_dim: (input, placement)}."""
+    keep: dict[int, tuple[int, Partial]] = {}
+    mesh = specs[0].mesh
+    for m in range(mesh.ndim):
+        holders = [i for i, s in enumerate(specs) if isinstance(s.placements[m], Partial)]
+        if len(holders) != 1:
+            continue
+        i = holders[0]
+        p = specs[i].placements[m]
+        if p.reduce_op not in ("sum", "avg") or tensor_positions[i] not in positions:  # type: ignore[union-attr]
+            continue
+        if any(isinstance(s.placements[m], Shard) for s in specs):
+            continue
+        keep[m] = (i, p)  # type: ignore[assignment]
+    return keep
+
+
+def elementwise_decision(
+    specs: tuple[DTensorSpec, ...],
+    local: Any,
+    *,
+    linear: bool = False,
+    multiplicative_positions: Sequence[int] = (),
+    tensor_positions: Sequence[int] = (),
+    n_outputs: int = 1,
+) -> Decision:
+    """The decision of a broadcasting elementwise op over ``specs``."""
+    specs = tuple(single_sharding(s) for s in specs)
+    keep = _multiplicative_partials(specs, multiplicative_positions, tensor_positions) if multiplicative_positions else {}
+    if keep:
+        stripped = tuple(partial_free(s) for s in specs)
+        inputs, out = settle(lambda ss: pointwise_rule(ss), stripped)
+        # put the kept pending sums back on their inputs and on the output
+        inputs = tuple(
+            s.with_placements(
+                tuple(keep[m][1] if m in keep and keep[m][0] == i else p for m, p in enumerate(s.placements)),
+                s.shard_order,
+            )
+            for i, s in enumerate(inputs)
+        )
+        out = out.with_placements(
+            tuple(keep[m][1] if m in keep else p for m, p in enumerate(out.placements)), out.shard_order
+        )
+    else:
+        inputs, out = settle(lambda ss: pointwise_rule(ss, linearity=linear), specs)
+    return Decision(inputs, (out,) * n_outputs, local, multiple_outputs=n_outputs > 1)
+
+
+def _ufunc_rule(ufunc: np.ufunc) -> OpRule:
+    def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+        extra = set(kwargs) - set(_UFUNC_KWARGS)
+        if extra:
+            raise ShardingError(
+                f"numpy.{ufunc.__name__} on DTensors supports the keywords {_UFUNC_KWARGS}, got {sorted(extra)} "
+                f"(DTensors are immutable: out= is not supported)"
+            )
+        tensors, scalars = bind_operands(args)
+        return tensors, (len(args), scalars, freeze(kwargs))
+
+    def decide(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
+        n, scalars, kw = key
+        kwargs = dict(kw)
+        tensor_positions = [i for i in range(n) if all(i != j for j, _ in scalars)]
+
+        def local(rank: int, *arrays: Any) -> Any:
+            return ufunc(*_merge(arrays, scalars, n), **kwargs)
+
+        return elementwise_decision(
+            specs,
+            local,
+            linear=ufunc in _ADDITIVE and not scalars,
+            multiplicative_positions=_MULTIPLICATIVE.get(ufunc, ()),
+            tensor_positions=tensor_positions,
+            n_outputs=ufunc.nout,
+        )
+
+    return OpRule(ufunc.__name__, bind, decide)
+
+
+def _register_ufuncs() -> None:
+    for name in dir(np):
+        f = getattr(np, name)
+        if isinstance(f, np.ufunc) and f.signature is None:
+            register(f)(_ufunc_rule(f))
+
+
+_register_ufuncs()
+
+
+def _bind_where(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+    operands = list(args) + [kwargs.pop(k) for k in ("x", "y") if k in kwargs]
+    if len(operands) != 3 or kwargs:
+        raise ShardingError("numpy.where on DTensors needs all three arguments: where(condition, x, y)")
+    tensors, scalars = bind_operands(operands)
+    return tensors, (3, scalars)
+
+
+def _decide_where(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
+    n, scalars = key
+    return elementwise_decision(specs, lambda rank, *a: np.where(*_merge(a, scalars, n)))
+
+
+register(np.where)(OpRule("where", _bind_where, _decide_where))
+
+
+def _bind_clip(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+    names = ("a", "a_min", "a_max")
+    operands = list(args) + [kwargs.pop(k, None) for k in names[len(args):]]
+    for alias, canonical in (("min", 1), ("max", 2)):
+        if alias in kwargs:
+            operands[canonical] = kwargs.pop(alias)
+    if kwargs:
+        raise ShardingError(f"numpy.clip on DTensors takes a, a_min, a_max; got extra {sorted(kwargs)}")
+    tensors, scalars = bind_operands(operands)
+    return tensors, (3, scalars)
+
+
+def _decide_clip(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
+    n, scalars = key
+    return elementwise_decision(specs, lambda rank, *a: np.clip(*_merge(a, scalars, n)))
+
+
+register(np.clip)(OpRule("clip", _bind_clip, _decide_clip))
+
+
+def _bind_astype(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+    if kwargs or len(args) != 2:
+        raise ShardingError("astype on DTensors takes a dtype only")
+    return (args[0],), np.dtype(args[1])
+
+
+def _decide_astype(specs: tuple[DTensorSpec, ...], dtype: Any) -> Decision:
+    """Keeps shards and replicas; pending sums are reduced first (a cast is not linear)."""
+    return elementwise_decision(specs, lambda rank, a: a.astype(dtype))
+
+
+ASTYPE = OpRule("astype", _bind_astype, _decide_astype)
+if hasattr(np, "astype"):
+    register(np.astype)(ASTYPE)
+

@@ -1,0 +1,89 @@
+"""The table of sharding rules: one :class:`OpRule` per NumPy function or ufunc.
+
+An ``OpRule`` turns a call into (the distributed arguments, a hashable key of
+everything else) with ``bind``, and turns input specs plus that key into a
+:class:`Decision` with ``decide``: the specs the inputs must have, the
+output specs, and the function each rank runs on its local shards.  Both are
+pure; decisions are cached per (op, input specs, key).
+
+Example:
+    >>> import numpy as np
+    >>> rule_for(np.add).name
+    'add'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Callable, Hashable, Optional
+
+from ..errors import ShardingError
+from ..spec import DTensorSpec
+
+__all__ = ["Decision", "OpRule", "register", "rule_for", "decide", "registered_ops"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What to do for one call: input specs to redistribute to, output specs, and the per-rank function.
+
+    ``local(rank, *arrays)`` returns the rank's output array (or a tuple when
+    ``multiple_outputs``).  Output dtypes are placeholders until the local
+    results exist.
+    """
+
+    inputs: tuple[DTensorSpec, ...]
+    outputs: tuple[DTensorSpec, ...]
+    local: Callable[..., Any]
+    multiple_outputs: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OpRule:
+    """How one NumPy callable is sharded.
+
+    ``bind(args, kwargs) -> (tensor_args, key)`` picks the distributed
+    arguments out of a call; ``decide(specs, key) -> Decision`` is pure.
+    """
+
+    name: str
+    bind: Callable[[tuple, dict], tuple[tuple[Any, ...], Hashable]]
+    decide: Callable[[tuple[DTensorSpec, ...], Any], Decision]
+
+
+_RULES: dict[Any, OpRule] = {}
+
+
+def register(*funcs: Any, name: Optional[str] = None) -> Callable[[Callable[[OpRule], OpRule]], Any]:
+    """Register one rule for several NumPy callables (used as ``register(np.sum)(rule)``)."""
+
+    def add(rule: OpRule) -> OpRule:
+        for f in funcs:
+            _RULES[f] = rule
+        return rule
+
+    return add
+
+
+def rule_for(func: Any) -> OpRule:
+    """The rule of a NumPy callable; a ShardingError naming the op when there is none."""
+    try:
+        return _RULES[func]
+    except (KeyError, TypeError):
+        name = getattr(func, "__name__", repr(func))
+        raise ShardingError(
+            f"no sharding rule for numpy.{name}: call it on x.full_tensor() (or x.to_local() shard by shard), "
+            f"or opt in to the replicating fallback with dtensor_np.replicate_fallback()"
+        ) from None
+
+
+def registered_ops() -> list[str]:
+    """Names of every NumPy callable with a rule, sorted."""
+    return sorted({getattr(f, "__name__", str(f)) for f in _RULES})
+
+
+@lru_cache(maxsize=8192)
+def decide(rule: OpRule, specs: tuple[DTensorSpec, ...], key: Hashable) -> Decision:
+    """``rule.decide(specs, key)``, cached on pure values."""
+    return rule.decide(specs, key)

@@ -1,0 +1,294 @@
+"""Rules for ops that move dims: transpose, swapaxes, moveaxis, reshape, ravel,
+expand_dims, squeeze, concatenate and stack.
+
+Permutations carry every placement along.  ``reshape`` keeps a sharding when
+the sharded dim survives unchanged, or when it is the outermost dim of a
+merge or split and the mesh dim divides both sizes (then every rank's block
+stays contiguous); otherwise that dim is replicated first.  Pending sums pass
+through all of these (they are linear).
+
+Example:
+    >>> reshape_groups((4, 3, 2), (12, 2))
+    [((0, 1), (0,)), ((2,), (1,))]
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any, Hashable, Sequence
+
+import numpy as np
+
+from ..errors import ShardingError
+from ..placements import Placement, Replicate, Shard
+from ..spec import DTensorSpec, TensorMeta, _local_block
+from .common import freeze, normalize_axes, settle, single_sharding
+from .einop import einop_rule
+from .registry import Decision, OpRule, register
+
+__all__ = ["permute_decision", "reshape_decision", "reshape_groups", "resolve_shape"]
+
+
+# -- permutations -------------------------------------------------------------
+def permute_decision(spec: DTensorSpec, perm: Sequence[int]) -> Decision:
+    """Output dim ``i`` is input dim ``perm[i]``; shards follow their dims."""
+    perm = tuple(int(p) % max(1, spec.ndim) for p in perm)
+    if sorted(perm) != list(range(spec.ndim)):
+        raise ShardingError(f"axes {perm} are not a permutation of the {spec.ndim} dims")
+    placements = tuple(Shard(perm.index(p.dim)) if isinstance(p, Shard) else p for p in spec.placements)
+    order = tuple(sorted((perm.index(d), ms) for d, ms in spec.shard_order))  # type: ignore[union-attr]
+    out = DTensorSpec(spec.mesh, placements, TensorMeta(tuple(spec.shape[p] for p in perm), spec.dtype), order)
+    return Decision((spec,), (out,), lambda rank, x: np.transpose(x, perm))
+
+
+def _bind_single(names: Sequence[str]):
+    """A binder for ``f(a, *static)``: the DTensor is the first argument."""
+
+    def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+        values = list(args[1:]) + [kwargs.pop(n) for n in names[len(args) - 1 :] if n in kwargs]
+        if kwargs:
+            raise ShardingError(f"unsupported keywords {sorted(kwargs)}")
+        return (args[0],), freeze(values)
+
+    return bind
+
+
+def _decide_transpose(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
+    axes = key[0] if key and key[0] is not None else tuple(reversed(range(specs[0].ndim)))
+    return permute_decision(specs[0], axes)
+
+
+def _decide_swapaxes(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
+    a, b = (int(k) % max(1, specs[0].ndim) for k in key)
+    perm = list(range(specs[0].ndim))
+    perm[a], perm[b] = perm[b], perm[a]
+    return permute_decision(specs[0], perm)
+
+
+def _decide_moveaxis(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
+    ndim = specs[0].ndim
+    source, destination = key
+    src = tuple(int(s) % ndim for s in (source if isinstance(source, tuple) else (source,)))
+    dst = tuple(int(d) % ndim for d in (destination if isinstance(destination, tuple) else (destination,)))
+    order = [n for n in range(ndim) if n not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute_decision(specs[0], order)
+
+
+register(np.transpose)(OpRule("transpose", _bind_single(("axes",)), _decide_transpose))
+register(np.swapaxes)(OpRule("swapaxes", _bind_single(("axis1", "axis2")), _decide_swapaxes))
+register(np.moveaxis)(OpRule("moveaxis", _bind_single(("source", "destination")), _decide_moveaxis))
+
+
+# -- reshape -------------------------------------------------------------------
+def resolve_shape(shape: Sequence[int], size: int) -> tuple[int, ...]:
+    """A reshape target with its ``-1`` filled in; ValueError as NumPy when it cannot fit."""
+    shape = tuple(int(s) for s in shape)
+    if shape.count(-1) > 1:
+        raise ValueError("can only specify one unknown dimension")
+    known = 1
+    for s in shape:
+        if s != -1:
+            known *= s
+    if -1 in shape:
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
+        shape = tuple(size // known if s == -1 else s for s in shape)
+    elif known != size:
+        raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
+    return shape
+
+
+def reshape_groups(ishape: Sequence[int], oshape: Sequence[int]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Pair runs of input dims with runs of output dims of equal size (the dims a reshape merges or splits)."""
+    groups = []
+    i = j = 0
+    n, m = len(ishape), len(oshape)
+    while i < n or j < m:
+        gi, go = [], []
+        pi = po = 1
+        if i < n:
+            gi.append(i)
+            pi *= ishape[i]
+            i += 1
+        if j < m:
+            go.append(j)
+            po *= oshape[j]
+            j += 1
+        while pi != po:
+            if pi < po and i < n:
+                gi.append(i)
+                pi *= ishape[i]
+                i += 1
+            elif j < m:
+                go.append(j)
+                po *= oshape[j]
+                j += 1
+            else:
+                break
+        groups.append((tuple(gi), tuple(go)))
+    return groups
+
+
+def reshape_decision(spec: DTensorSpec, oshape: Sequence[int]) -> Decision:
+    """The decision of ``reshape(spec, oshape)`` (C order)."""
+    spec = single_sharding(spec)
+    ishape = spec.shape
+    oshape = resolve_shape(oshape, int(np.prod(ishape, dtype=np.int64)))
+    mesh = spec.mesh
+    inputs: list[Placement] = []
+    outputs: list[Placement] = []
+    groups = reshape_groups(ishape, oshape) if 0 not in ishape else []
+    for m, p in enumerate(spec.placements):
+        if not isinstance(p, Shard):
+            inputs.append(p)
+            outputs.append(p)
+            continue
+        k = mesh.shape[m]
+        target = None
+        for gi, go in groups:
+            if p.dim not in gi:
+                continue
+            in_real = [d for d in gi if ishape[d] != 1]
+            out_real = [d for d in go if oshape[d] != 1]
+            if not in_real or p.dim != in_real[0] or not out_real:
+                break
+            o = out_real[0]
+            if len(in_real) == 1 and len(out_real) == 1:
+                target = o
+            elif ishape[p.dim] % k == 0 and oshape[o] % k == 0:
+                target = o
+            break
+        if target is None:
+            inputs.append(Replicate())
+            outputs.append(Replicate())
+        else:
+            inputs.append(p)
+            outputs.append(Shard(target))
+    in_spec = DTensorSpec(mesh, tuple(inputs), spec.tensor_meta)
+    out_spec = DTensorSpec(mesh, tuple(outputs), TensorMeta(oshape, spec.dtype))
+    out_order = out_spec.shard_order
+
+    def local(rank: int, x: Any) -> Any:
+        shape = _local_block(oshape, mesh.shape, out_order, mesh.coordinate_of(rank))[0]
+        return np.reshape(x, shape)
+
+    return Decision((in_spec,), (out_spec,), local)
+
+
+def _bind_reshape(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+    shape = kwargs.pop("newshape", kwargs.pop("shape", args[1] if len(args) > 1 else None))
+    order = kwargs.pop("order", args[2] if len(args) > 2 else "C")
+    kwargs.pop("copy", None)
+    if order != "C" or kwargs or shape is None:
+        raise ShardingError("numpy.reshape on DTensors supports a shape in C order only")
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    return (args[0],), freeze(tuple(shape))
+
+
+def _bind_ravel(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+    if kwargs.get("order", args[1] if len(args) > 1 else "C") != "C":
+        raise ShardingError("numpy.ravel on DTensors supports C order only")
+    return (args[0],), (-1,)
+
+
+register(np.reshape)(OpRule("reshape", _bind_reshape, lambda specs, shape: reshape_decision(specs[0], shape)))
+register(np.ravel)(OpRule("ravel", _bind_ravel, lambda specs, shape: reshape_decision(specs[0], shape)))
+
+
+# -- inserting and removing size-1 dims -------------------------------------
+def _map_dims(spec: DTensorSpec, mapping: dict[int, int], out_shape: tuple[int, ...], dropped: Sequence[int]) -> tuple[DTensorSpec, DTensorSpec]:
+    placements_in = []
+    placements_out = []
+    for p in spec.placements:
+        if isinstance(p, Shard) and p.dim in dropped:
+            placements_in.append(Replicate())
+            placements_out.append(Replicate())
+        elif isinstance(p, Shard):
+            placements_in.append(p)
+            placements_out.append(Shard(mapping[p.dim]))
+        else:
+            placements_in.append(p)
+            placements_out.append(p)
+    in_spec = DTensorSpec(spec.mesh, tuple(placements_in), spec.tensor_meta)
+    return in_spec, DTensorSpec(spec.mesh, tuple(placements_out), TensorMeta(out_shape, spec.dtype))
+
+
+def _decide_expand_dims(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
+    spec = single_sharding(specs[0])
+    axis = key[0]
+    out_ndim = spec.ndim + (len(axis) if isinstance(axis, tuple) else 1)
+    new = normalize_axes(axis, out_ndim) or ()
+    kept = [d for d in range(out_ndim) if d not in new]
+    mapping = {i: kept[i] for i in range(spec.ndim)}
+    out_shape = tuple(1 if d in new else spec.shape[kept.index(d)] for d in range(out_ndim))
+    in_spec, out_spec = _map_dims(spec, mapping, out_shape, ())
+    return Decision((in_spec,), (out_spec,), lambda rank, x: np.expand_dims(x, new))
+
+
+def _decide_squeeze(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
+    spec = single_sharding(specs[0])
+    axis = key[0] if key else None
+    drop = normalize_axes(axis, spec.ndim) if axis is not None else tuple(d for d, s in enumerate(spec.shape) if s == 1)
+    for d in drop:
+        if spec.shape[d] != 1:
+            raise ValueError("cannot select an axis to squeeze out which has size not equal to one")
+    kept = [d for d in range(spec.ndim) if d not in drop]
+    mapping = {d: kept.index(d) for d in kept}
+    in_spec, out_spec = _map_dims(spec, mapping, tuple(spec.shape[d] for d in kept), drop)
+    return Decision((in_spec,), (out_spec,), lambda rank, x: np.squeeze(x, axis=drop))
+
+
+register(np.expand_dims)(OpRule("expand_dims", _bind_single(("axis",)), _decide_expand_dims))
+register(np.squeeze)(OpRule("squeeze", _bind_single(("axis",)), _decide_squeeze))
+
+
+# -- joining ---------------------------------------------------------------------
+def _bind_join(name: str):
+    def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+        from ..dtensor import DTensor
+
+        arrays = args[0]
+        axis = kwargs.pop("axis", args[1] if len(args) > 1 else 0)
+        if kwargs or axis is None:
+            raise ShardingError(f"numpy.{name} on DTensors takes a sequence of DTensors and an int axis")
+        arrays = tuple(arrays)
+        if not arrays or not all(isinstance(a, DTensor) for a in arrays):
+            raise TypeError(f"numpy.{name}: every array must be a DTensor; distribute plain arrays first")
+        return arrays, (int(axis), len(arrays))
+
+    return bind
+
+
+def _join_decision(specs: tuple[DTensorSpec, ...], axis: int, new_axis: bool) -> Decision:
+    specs = tuple(single_sharding(s) for s in specs)
+    ndim = specs[0].ndim
+    out_ndim = ndim + new_axis
+    axis = axis % out_ndim if out_ndim else 0
+    letters = string.ascii_lowercase[:ndim]
+    if new_axis:
+        if len({s.shape for s in specs}) != 1:
+            raise ValueError("all input arrays must have the same shape")
+        ins = [letters] * len(specs)
+        out = letters[:axis] + "1" + letters[axis:]
+    else:
+        if any(s.ndim != ndim for s in specs):
+            raise ValueError("all the input arrays must have same number of dimensions")
+        chars = letters[:axis] + "1" + letters[axis + 1 :]
+        ins = [chars] * len(specs)
+        out = chars
+    equation = f"{','.join(ins)}->{out}"
+    inputs, out_spec = settle(lambda ss: einop_rule(equation, ss, linearity=True), specs)
+    shape = list(out_spec.shape)
+    shape[axis] = len(specs) if new_axis else sum(s.shape[axis] for s in specs)
+    out_spec = DTensorSpec(out_spec.mesh, out_spec.placements, TensorMeta(tuple(shape), specs[0].dtype))
+    func = np.stack if new_axis else np.concatenate
+    return Decision(inputs, (out_spec,), lambda rank, *xs: func(xs, axis=axis))
+
+
+register(np.concatenate)(
+    OpRule("concatenate", _bind_join("concatenate"), lambda specs, key: _join_decision(specs, key[0], False))
+)
+register(np.stack)(OpRule("stack", _bind_join("stack"), lambda specs, key: _join_decision(specs, key[0], True)))

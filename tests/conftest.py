@@ -1,0 +1,97 @@
+"""Test set-up shared by every test: the ``world`` fixture and MPI-safe hypothesis.
+
+A test that takes the ``world`` fixture runs once per simulated world size
+(every rank inside this process) and once per MPI world size, each MPI case
+in its own ``mpiexec -n N`` job started by pytest-isolate-mpi, so one
+``pytest`` command covers both.  Narrow the sizes with
+``@pytest.mark.worlds(simulated=(2, 4), mpi=(2,))``.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+SIMULATED_SIZES = (1, 2, 3, 4, 8)
+MPI_SIZES = (2, 4)
+UNDER_MPI = bool(os.environ.get("PYTEST_ISOLATE_MPI_IS_FORKED"))
+
+# Every rank of an MPI job must draw the same examples in the same order, and
+# never replay a saved failure that only one rank has seen.
+settings.register_profile(
+    "mpi",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=False,
+    suppress_health_check=list(HealthCheck),
+)
+settings.register_profile(
+    "default", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("mpi" if UNDER_MPI else "default")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "worlds(simulated=..., mpi=...): world sizes for a test using the `world` fixture",
+    )
+    # pytest-isolate-mpi forwards the verbosity as "-<v * count>", which is a
+    # bare "-" for `pytest -q`; keep the sub-sessions at normal verbosity.
+    if config.option.verbose < 0 and not UNDER_MPI:
+        config.option.verbose = 0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--soak", action="store_true", default=False, help="run the long soak tests"
+    )
+
+
+@dataclass(frozen=True)
+class World:
+    """The ranks a test runs on: a collectives backend and its world size."""
+
+    kind: str
+    size: int
+    backend: Any
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        """The world ranks whose arrays this process holds."""
+        return self.backend.ranks
+
+    def __str__(self) -> str:
+        return f"{self.kind}{self.size}"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "world" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("worlds")
+    sims = marker.kwargs.get("simulated", SIMULATED_SIZES) if marker else SIMULATED_SIZES
+    mpis = marker.kwargs.get("mpi", MPI_SIZES) if marker else MPI_SIZES
+    params = [pytest.param("simulated", n, id=f"sim{n}") for n in sims]
+    params += [
+        pytest.param("mpi", n, id=f"mpi{n}", marks=pytest.mark.mpi(timeout=240))
+        for n in mpis
+    ]
+    metafunc.parametrize(("world_kind", "mpi_ranks"), params)
+
+
+@pytest.fixture
+def world(world_kind: str, mpi_ranks: int) -> World:
+    """The backend for this test case: simulated in-process, or real MPI."""
+    import collectives
+
+    if world_kind == "simulated":
+        return World("simulated", mpi_ranks, collectives.SimulatedBackend(mpi_ranks))
+    backend = collectives.MpiBackend()
+    assert backend.world_size == mpi_ranks, (
+        f"expected an MPI world of {mpi_ranks} ranks, got {backend.world_size}"
+    )
+    return World("mpi", mpi_ranks, backend)
