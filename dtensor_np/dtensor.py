@@ -29,6 +29,7 @@ from .errors import ShardingError
 from .local_tensor import LocalTensor
 from .mesh import DeviceMesh
 from .placements import Partial, Placement, Replicate, placements_str
+from .propagation.registry import register_sharded_type
 from .redistribute import redistribute_shards
 from .runtime import backend_for
 from .spec import DTensorSpec, ShardOrder, TensorMeta, _local_block
@@ -264,6 +265,9 @@ class DTensor(NDArrayOperatorsMixin):
             f"DTensor(shape={self.shape}, dtype={self.dtype}, placements={placements_str(self.placements)}, "
             f"mesh={self.mesh!r})"
         )
+
+
+register_sharded_type(DTensor)
 
 
 def _as_tuple(placements: Sequence[Placement]) -> tuple[Placement, ...]:

@@ -29,7 +29,7 @@ from ..placements import Partial, Shard
 from ..spec import DTensorSpec
 from .common import freeze, partial_free, settle, single_sharding
 from .einop import pointwise_rule
-from .registry import Decision, OpRule, register
+from .registry import Decision, OpRule, is_sharded, register
 
 __all__ = ["elementwise_decision", "bind_operands"]
 
@@ -38,18 +38,12 @@ _MULTIPLICATIVE = {np.multiply: (0, 1), np.divide: (0,), np.true_divide: (0,)}
 _UFUNC_KWARGS = ("dtype", "casting")
 
 
-def _is_tensor(x: Any) -> bool:
-    from ..dtensor import DTensor
-
-    return isinstance(x, DTensor)
-
-
 def bind_operands(operands: Sequence[Any]) -> tuple[tuple[Any, ...], tuple]:
     """Split operands into the DTensors and ``(position, scalar)`` pairs for the rest."""
     tensors = []
     scalars = []
     for i, x in enumerate(operands):
-        if _is_tensor(x):
+        if is_sharded(x):
             tensors.append(x)
         else:
             scalars.append((i, freeze(x)))

@@ -24,7 +24,7 @@ from ..placements import Placement, Replicate, Shard
 from ..spec import DTensorSpec, TensorMeta, _local_block
 from .common import freeze, normalize_axes, settle, single_sharding
 from .einop import einop_rule
-from .registry import Decision, OpRule, register
+from .registry import Decision, OpRule, is_sharded, register
 
 __all__ = ["permute_decision", "reshape_decision", "reshape_groups", "resolve_shape"]
 
@@ -248,14 +248,12 @@ register(np.squeeze)(OpRule("squeeze", _bind_single(("axis",)), _decide_squeeze)
 # -- joining ---------------------------------------------------------------------
 def _bind_join(name: str):
     def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
-        from ..dtensor import DTensor
-
         arrays = args[0]
         axis = kwargs.pop("axis", args[1] if len(args) > 1 else 0)
         if kwargs or axis is None:
             raise ShardingError(f"numpy.{name} on DTensors takes a sequence of DTensors and an int axis")
         arrays = tuple(arrays)
-        if not arrays or not all(isinstance(a, DTensor) for a in arrays):
+        if not arrays or not all(is_sharded(a) for a in arrays):
             raise TypeError(f"numpy.{name}: every array must be a DTensor; distribute plain arrays first")
         return arrays, (int(axis), len(arrays))
 
