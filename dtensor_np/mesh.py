@@ -74,6 +74,7 @@ class DeviceMesh:
             layout = Layout(shape, suffix_product(shape))
         elif len(layout) != len(shape) or tuple(m.numel() for m in layout.modes()) != shape:
             raise ShardingError(f"layout {layout} does not have one mode per mesh dim of shape {shape}")
+        layout = _canonical(layout)
         object.__setattr__(self, "layout", layout)
         world = product(shape) if self.world_size is None else self.world_size
         if not is_int(world) or world < product(shape):
@@ -230,11 +231,20 @@ class DeviceMesh:
 
     def __repr__(self) -> str:
         names = "" if self.dim_names is None else f", dim_names={self.dim_names}"
-        default = Layout(self.shape, suffix_product(self.shape))
+        default = _canonical(Layout(self.shape, suffix_product(self.shape)))
         layout = "" if self.layout == default else f", layout={self.layout}"
         world = "" if self.world_size == self.size() else f", world_size={self.world_size}"
         backend = "" if self.backend == "simulated" else f", backend={self.backend!r}"
         return f"DeviceMesh({self.shape}{names}{layout}{world}{backend})"
+
+
+def _canonical(layout: Layout) -> Layout:
+    """One layout per rank function: every mode coalesced, and a size-1 mode as ``1:1``."""
+    modes = []
+    for mode in layout.modes():
+        mode = mode.coalesce()
+        modes.append(Layout(1, 1) if mode.shape == 1 else mode)
+    return Layout(tuple(m.shape for m in modes), tuple(m.stride for m in modes))
 
 
 @lru_cache(maxsize=1024)

@@ -217,6 +217,8 @@ class DTensorSpec:
         """
         placements: list[Placement] = [Replicate()] * mesh.ndim
         for mesh_dim in sums:
+            if not 0 <= mesh_dim < mesh.ndim:
+                raise ShardingError(f"sums entry {mesh_dim} is not a mesh dim of mesh {mesh.shape}")
             placements[mesh_dim] = Partial()
         for tensor_dim, mesh_dim in enumerate(dim_map):
             if mesh_dim == -1:
@@ -282,10 +284,8 @@ def compute_local_shape_and_global_offset(
         >>> compute_local_shape_and_global_offset((5,), DeviceMesh((4,)), [Shard(0)], (3,))
         ((0,), (5,))
     """
-    shape = tuple(int(s) for s in global_shape)
-    placements = _normalize_placements(placements, mesh, len(shape))
+    spec = DTensorSpec(mesh, tuple(placements), TensorMeta(tuple(global_shape), np.uint8), shard_order)
     coordinate = tuple(coordinate)
     if len(coordinate) != mesh.ndim or any(not 0 <= c < s for c, s in zip(coordinate, mesh.shape)):
         raise ShardingError(f"coordinate {coordinate} is not on mesh {mesh.shape}")
-    order = default_shard_order(placements) if shard_order is None else tuple(shard_order)
-    return _local_block(shape, mesh.shape, order, coordinate)
+    return spec.local_shape_and_offset(coordinate)
