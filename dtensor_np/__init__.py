@@ -27,6 +27,7 @@ from .placements import Partial, Placement, Replicate, Shard
 from .planner import CostModel, Step, explain, plan_greedy, plan_redistribute
 from .runtime import init_device_mesh
 from .spec import DTensorSpec, TensorMeta, compute_local_shape_and_global_offset
+from .visualize import plan_view, sharding_table, visualize_sharding
 
 __all__ = [
     "ShardingError",
@@ -53,6 +54,9 @@ __all__ = [
     "fallback_counts",
     "comm_counter",
     "CommCounter",
+    "visualize_sharding",
+    "sharding_table",
+    "plan_view",
 ]
 
 __version__ = "0.1.0"
