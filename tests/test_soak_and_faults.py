@@ -1,0 +1,130 @@
+"""Long random chains keep every value and leak nothing; a failing rank brings the job down fast."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dtensor_np as dt
+from dtensor_np import Partial, Replicate, Shard
+
+SOAK_STEPS = int(os.environ.get("DTENSOR_NP_SOAK_STEPS", "1000"))
+DTYPES = ("float64", "float32", "int64", "bool")
+
+
+def _random_placements(rng, ndim):
+    options = [Replicate()] + [Shard(d) for d in range(ndim)]
+    return [options[rng.integers(len(options))] for _ in range(2)]
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _apply_op(rng, x, full):
+    """One NumPy op on the DTensor and on the full array; returns both results."""
+    kind = full.dtype.kind
+    choice = rng.integers(6)
+    if choice == 0 and kind != "b":
+        return x + x, full + full
+    if choice == 1:
+        return np.negative(x) if kind not in "b" else np.logical_not(x), np.negative(full) if kind not in "b" else np.logical_not(full)
+    if choice == 2 and full.ndim == 2:
+        return x.T, full.T
+    if choice == 3 and kind in "f":
+        return np.abs(x) * 0.5, np.abs(full) * 0.5
+    if choice == 4 and full.ndim >= 1 and full.shape[0] > 0 and kind in "fi":
+        return np.max(x, axis=0, keepdims=True), np.max(full, axis=0, keepdims=True)
+    return x, full
+
+
+@pytest.mark.worlds(simulated=(4,), mpi=(4,))
+def test_soak_random_chain_of_redistributes_and_ops(world):
+    """A seeded random chain of redistributes and NumPy ops on a 2x2 mesh, checked at every step."""
+    steps = SOAK_STEPS
+    rng = np.random.default_rng(2026)  # the same on every rank
+    mesh = dt.DeviceMesh((2, 2), backend=world.kind)
+    done = 0
+    checked = 0
+    rss_start = None
+    start = time.perf_counter()
+    while done < steps:
+        dtype = DTYPES[rng.integers(len(DTYPES))]
+        shape = tuple(int(s) for s in rng.integers(0, 9, size=rng.integers(1, 3)))
+        full = (rng.standard_normal(shape) * 10).astype(dtype)
+        x = dt.distribute_tensor(full, mesh, _random_placements(rng, len(shape)))
+        for _ in range(20):
+            if rng.random() < 0.3:
+                x, full = _apply_op(rng, x, full)
+            target = _random_placements(rng, full.ndim)
+            if rng.random() < 0.15 and full.dtype.kind == "f":
+                target[rng.integers(2)] = Partial("sum")
+                if any(not isinstance(p, Replicate) for p in x.placements):
+                    x = x.redistribute([Replicate(), Replicate()])
+                    done += 1
+            x = x.redistribute(target)
+            done += 1
+            got = x.full_tensor()
+            if full.dtype.kind == "f":
+                np.testing.assert_allclose(got, full, rtol=1e-5, atol=1e-5)
+                full = got  # Partial(sum) divides and re-adds: carry the rounded value on
+            else:
+                np.testing.assert_array_equal(got, full)
+            checked += 1
+        if rss_start is None and done >= steps // 5:
+            rss_start = _peak_rss_mib()  # after warm-up: plans, sub-communicators and caches exist
+    rss_end = _peak_rss_mib()
+    elapsed = time.perf_counter() - start
+    print(
+        f"soak[{world}]: {done} redistributes and ops, {checked} full checks, "
+        f"peak RSS {rss_start:.1f} MiB after warm-up -> {rss_end:.1f} MiB at the end, {elapsed:.1f} s"
+    )
+    assert rss_end - rss_start < 64, (rss_start, rss_end)
+
+
+FAULT_SCRIPT = textwrap.dedent(
+    """
+    import numpy as np
+    import dtensor_np as dt
+
+    mesh = dt.init_device_mesh((4,))
+    rank = next(iter(dt.distribute_tensor(np.zeros(4), mesh, [dt.Shard(0)]).local_shards()))
+    x = dt.distribute_tensor(np.arange(64.0).reshape(8, 8), mesh, [dt.Shard(0)])
+    for step in range(10_000):
+        x = x.redistribute([dt.Shard(1)]).redistribute([dt.Shard(0)])
+        if step == 50 and rank == 2:
+            raise RuntimeError("rank two failed on purpose at step 50")
+    """
+)
+
+
+def test_a_failing_rank_ends_the_whole_job_quickly(tmp_path: Path):
+    """One rank of four raises inside a collective-heavy loop: non-zero exit within 10 s, message shown."""
+    script = tmp_path / "fault.py"
+    script.write_text(FAULT_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "OMPI_", "MPI_LOCAL", "HYDRA_"))}
+    env.pop("PYTEST_ISOLATE_MPI_IS_FORKED", None)
+    mpiexec = Path(sys.executable).with_name("mpiexec")
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [str(mpiexec), "-n", "4", sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    elapsed = time.perf_counter() - start
+    output = proc.stdout + proc.stderr
+    print(f"fault job: exit code {proc.returncode} after {elapsed:.1f} s")
+    assert proc.returncode != 0
+    assert "rank two failed on purpose" in output
+    assert "rank 2" in output
+    assert elapsed < 10, f"the job took {elapsed:.1f} s to end"
