@@ -54,6 +54,7 @@ class DeviceMesh:
     layout: Optional[Layout] = field(default=None, compare=True)
     world_size: Optional[int] = None
     backend: str = "simulated"
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         shape = (self.shape,) if is_int(self.shape) else tuple(self.shape)
@@ -85,6 +86,23 @@ class DeviceMesh:
         if not layout.check_non_overlap():
             raise ShardingError(f"mesh layout {layout} maps two coordinates to one rank")
         layout.complement(world)  # raises when the layout cannot tile the world
+        object.__setattr__(self, "_hash", hash((shape, self.dim_names, layout, world, self.backend)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if other.__class__ is not DeviceMesh:
+            return NotImplemented
+        return self._hash == other._hash and (  # type: ignore[attr-defined]
+            self.shape == other.shape  # type: ignore[attr-defined]
+            and self.dim_names == other.dim_names  # type: ignore[attr-defined]
+            and self.layout == other.layout  # type: ignore[attr-defined]
+            and self.world_size == other.world_size  # type: ignore[attr-defined]
+            and self.backend == other.backend  # type: ignore[attr-defined]
+        )
 
     # -- sizes -----------------------------------------------------------
     @property

@@ -18,7 +18,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Optional, Sequence
 
@@ -122,6 +122,7 @@ class DTensorSpec:
     placements: tuple[Placement, ...]
     tensor_meta: Optional[TensorMeta] = None
     shard_order: Optional[ShardOrder] = None
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.mesh, DeviceMesh):
@@ -142,6 +143,22 @@ class DTensorSpec:
                     f"(expected the mesh dims {default} in some order)"
                 )
             object.__setattr__(self, "shard_order", order)
+        object.__setattr__(self, "_hash", hash((self.mesh, self.placements, self.tensor_meta, self.shard_order)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if other.__class__ is not DTensorSpec:
+            return NotImplemented
+        return self._hash == other._hash and (  # type: ignore[attr-defined]
+            self.placements == other.placements  # type: ignore[attr-defined]
+            and self.tensor_meta == other.tensor_meta  # type: ignore[attr-defined]
+            and self.shard_order == other.shard_order  # type: ignore[attr-defined]
+            and self.mesh == other.mesh  # type: ignore[attr-defined]
+        )
 
     # -- meta ------------------------------------------------------------
     def _meta(self) -> TensorMeta:

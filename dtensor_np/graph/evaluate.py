@@ -1,0 +1,83 @@
+"""Running an unsharded graph on full arrays, and matching call arguments to graph inputs.
+
+Arguments are matched to inputs by position and dotted path, so a flat
+parameter dict (``{"fc1.weight": w}``) and a nested one
+(``{"fc1": {"weight": w}}``) both fit a graph traced with either.
+
+Example:
+    >>> import numpy as np
+    >>> from dtensor_np.graph import trace
+    >>> g = trace(lambda p, x: x @ p["fc"]["weight"], {"fc": {"weight": np.ones((2, 3))}}, np.ones((1, 2)))
+    >>> evaluate(g, {"fc.weight": np.full((2, 3), 2.0)}, np.ones((1, 2))).tolist()
+    [[4.0, 4.0, 4.0]]
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from collectives import array_module
+
+from .ir import Constant, Graph, ShapeDtype, Var
+from .pytree import leaves_with_paths, path_name, unflatten
+
+__all__ = ["evaluate", "bind_inputs", "check_aval", "module_of", "constant_value"]
+
+
+def bind_inputs(graph: Graph, args: Sequence[Any]) -> list[Any]:
+    """The leaf of ``args`` that feeds every graph input, in ``graph.inputs`` order; TypeError on a mismatch."""
+    if len(args) != len(graph.arg_names):
+        raise TypeError(
+            f"the graph takes {len(graph.arg_names)} arguments ({', '.join(graph.arg_names)}), got {len(args)}"
+        )
+    provided = {(i, path_name(p)): leaf for i, arg in enumerate(args) for p, leaf in leaves_with_paths(arg)}
+    names = dict(zip(graph.input_keys, graph.inputs))
+    missing = [str(names[k]) for k in graph.input_keys if k not in provided]
+    unexpected = [
+        f"{graph.arg_names[i]}.{p}" if p else graph.arg_names[i] for i, p in provided if (i, p) not in names
+    ]
+    if missing or unexpected:
+        raise TypeError(
+            f"the arguments do not match the graph's inputs: expected {[str(v) for v in graph.inputs]}; "
+            f"missing {missing}, unexpected {unexpected}"
+        )
+    return [provided[k] for k in graph.input_keys]
+
+
+def check_aval(var: Var, value: Any, expected: ShapeDtype | None = None) -> None:
+    """TypeError unless ``value`` has the shape and dtype ``expected`` (default: the variable's)."""
+    expected = var.aval if expected is None else expected
+    got = ShapeDtype.of(value)
+    if got != expected:
+        raise TypeError(f"input {var}: expected an array {expected}, got {got}")
+
+
+def module_of(arrays: Iterable[Any]) -> ModuleType:
+    """The array library (``numpy`` or ``cupy``) of the first array among ``arrays``; numpy when none."""
+    for x in arrays:
+        if hasattr(x, "dtype") and hasattr(x, "shape"):
+            return array_module(x)
+    return np
+
+
+def constant_value(constant: Constant, xp: ModuleType) -> Any:
+    """A constant's array in the array library ``xp`` (the library of the graph's inputs)."""
+    return constant.value if xp is np else xp.asarray(constant.value)
+
+
+def evaluate(graph: Graph, *args: Any) -> Any:
+    """The outputs of ``graph`` on full arrays (the pytree the traced function returned)."""
+    values = bind_inputs(graph, args)
+    for var, value in zip(graph.inputs, values):
+        check_aval(var, value)
+    xp = module_of(values)
+    env: dict[Var, Any] = dict(zip(graph.inputs, values))
+    for node in graph.nodes:
+        if isinstance(node.fn, Constant):
+            env[node.outputs[0]] = constant_value(node.fn, xp)
+        else:
+            env.update(zip(node.outputs, node.unpack(node.call([env[v] for v in node.inputs]))))
+    return unflatten(graph.out_tree, [env[v] for v in graph.outputs])

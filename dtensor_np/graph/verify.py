@@ -1,0 +1,151 @@
+"""The verifier: a graph is well formed, its shapes add up, and (once sharded) its shardings agree.
+
+Checks, each failing with a :class:`GraphError` that names the node and what
+was expected:
+
+* every variable is defined once, by a graph input or one node, and is read
+  only after its definition (so a dangling input, nodes out of order and a
+  cycle are all caught);
+* every node's outputs have the abstract values its inputs give (found by
+  running the NumPy function on placeholder arrays, as the tracer does);
+* on a sharded graph: every value lives on the graph's mesh with its global
+  shape, every node reads its inputs in the specs it needs (a redistribute
+  sits wherever they differ), redistribute nodes go from their input's spec
+  to theirs, and the graph outputs are replicated.
+
+Example:
+    >>> import dataclasses, numpy as np
+    >>> from dtensor_np.graph import trace, ShapeDtype, Var
+    >>> g = trace(lambda x: np.exp(x), ShapeDtype((3,), "f8"))
+    >>> verify(g) is g
+    True
+    >>> bad = dataclasses.replace(g.nodes[0], outputs=(Var(9, ShapeDtype((4,), "f8")),))
+    >>> verify(dataclasses.replace(g, nodes=(bad,), outputs=bad.outputs))
+    Traceback (most recent call last):
+    dtensor_np.graph.verify.GraphError: node 0 (exp) declares outputs (f64[4]), but its inputs give (f64[3])
+"""
+
+from __future__ import annotations
+
+from ..errors import ShardingError
+from ..spec import DTensorSpec
+from .ir import Constant, Graph, Node, Redistribute, ShapeDtype, Var
+from .tracer import output_avals
+
+__all__ = ["GraphError", "verify"]
+
+
+class GraphError(ShardingError):
+    """A malformed graph: which node, what was expected and what was found."""
+
+
+def _avals(avals: tuple[ShapeDtype, ...]) -> str:
+    return "(" + ", ".join(str(a) for a in avals) + ")"
+
+
+def expected_avals(node: Node) -> tuple[ShapeDtype, ...]:
+    """The abstract values a node's outputs must have, given its inputs."""
+    if isinstance(node.fn, Constant):
+        return (ShapeDtype.of(node.fn.value),)
+    if isinstance(node.fn, Redistribute):
+        return tuple(v.aval for v in node.inputs)
+    avals, _ = output_avals(node.fn, node.method, node.args, dict(node.kwargs))
+    return avals
+
+
+def verify(graph: Graph, *, check_shapes: bool = True) -> Graph:
+    """``graph`` itself when it is well formed; a :class:`GraphError` saying what is wrong otherwise.
+
+    ``check_shapes=False`` skips re-deriving every node's output shapes.
+    """
+    if not isinstance(graph, Graph):
+        raise TypeError(f"verify needs a Graph, got {type(graph).__name__}")
+    if len(graph.input_keys) != len(graph.inputs) or len(set(graph.input_keys)) != len(graph.inputs):
+        raise GraphError(f"expected one distinct input key per input ({len(graph.inputs)}), got {graph.input_keys}")
+    later = {v.id for n in graph.nodes for v in n.outputs}
+    defined: dict[int, Var] = {}
+
+    def define(v: Var, where: str) -> None:
+        if not isinstance(v, Var):
+            raise GraphError(f"{where} defines {v!r}, which is not a Var")
+        if v.id in defined:
+            raise GraphError(f"{where} defines {v} again: every value must be defined once")
+        defined[v.id] = v
+
+    def check_read(v: Var, where: str) -> None:
+        if defined.get(v.id) == v:
+            return
+        if v.id in later:
+            raise GraphError(f"{where} reads {v}, which is defined only after it: nodes out of order, or a cycle")
+        raise GraphError(f"{where} reads {v}, which no input or node defines: a dangling input")
+
+    for v in graph.inputs:
+        define(v, "a graph input")
+    for i, node in enumerate(graph.nodes):
+        where = f"node {i} ({node.op})"
+        for v in node.inputs:
+            check_read(v, where)
+        if node.out_kind == "array" and len(node.outputs) != 1:
+            raise GraphError(f"{where} returns one array but declares {len(node.outputs)} outputs")
+        for v in node.outputs:
+            define(v, where)
+        if check_shapes:
+            declared = tuple(v.aval for v in node.outputs)
+            expected = expected_avals(node)
+            if declared != expected:
+                raise GraphError(f"{where} declares outputs {_avals(declared)}, but its inputs give {_avals(expected)}")
+    for v in graph.outputs:
+        check_read(v, "the graph output")
+    if graph.out_tree.num_leaves != len(graph.outputs):
+        raise GraphError(f"the output tree {graph.out_tree} holds {graph.out_tree.num_leaves} values, not {len(graph.outputs)}")
+    if graph.sharding is not None:
+        _verify_sharding(graph)
+    return graph
+
+
+def _same_layout(a: DTensorSpec, b: DTensorSpec) -> bool:
+    return a.placements == b.placements and a.shard_order == b.shard_order
+
+
+def _check_spec(spec: DTensorSpec, var: Var, graph: Graph, where: str) -> None:
+    if spec.mesh != graph.mesh:
+        raise GraphError(f"{where}: {var} lives on {spec.mesh!r}, expected the graph's mesh {graph.mesh!r}")
+    if spec.tensor_meta is None or spec.shape != var.aval.shape:
+        shape = None if spec.tensor_meta is None else spec.shape
+        raise GraphError(f"{where}: the spec of {var} has global shape {shape}, expected {var.aval.shape}")
+
+
+def _verify_sharding(graph: Graph) -> None:
+    sharding = graph.sharding
+    assert sharding is not None
+    if len(sharding.inputs) != len(graph.inputs):
+        raise GraphError(f"expected one input spec per graph input ({len(graph.inputs)}), got {len(sharding.inputs)}")
+    specs: dict[Var, DTensorSpec] = {}
+    for v, spec in zip(graph.inputs, sharding.inputs):
+        _check_spec(spec, v, graph, "a graph input")
+        specs[v] = spec
+    for i, node in enumerate(graph.nodes):
+        where = f"node {i} ({node.op})"
+        s = node.sharding
+        if s is None:
+            raise GraphError(f"{where} has no sharding, but the graph is sharded")
+        if len(s.inputs) != len(node.inputs) or len(s.outputs) != len(node.outputs):
+            raise GraphError(
+                f"{where} has specs for {len(s.inputs)} inputs and {len(s.outputs)} outputs, "
+                f"expected {len(node.inputs)} and {len(node.outputs)}"
+            )
+        for v, need in zip(node.inputs, s.inputs):
+            _check_spec(need, v, graph, where)
+            if not _same_layout(specs[v], need):
+                raise GraphError(f"{where} needs {v} as {need} but it is {specs[v]}: a redistribute is missing")
+        if isinstance(node.fn, Redistribute):
+            if (node.fn.src, node.fn.dst) != (s.inputs[0], s.outputs[0]):
+                raise GraphError(f"{where} moves {node.fn.src} -> {node.fn.dst} but is marked {s.inputs[0]} -> {s.outputs[0]}")
+        elif s.local is None:
+            raise GraphError(f"{where} has no per-rank function")
+        for v, spec in zip(node.outputs, s.outputs):
+            _check_spec(spec, v, graph, where)
+            specs[v] = spec
+    for v in graph.outputs:
+        if not specs[v].is_replicated():
+            raise GraphError(f"the graph output {v} is {specs[v]}; expected it replicated")

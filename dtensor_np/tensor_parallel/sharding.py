@@ -1,0 +1,142 @@
+"""Marking a node's sharding with the same op rules DTensor dispatch uses.
+
+For a node whose inputs have known specs, :func:`node_sharding` binds the
+node's argument template with spec-only stand-ins (:class:`SpecArg`, a
+registered sharded type, so the rules' binders treat it like a DTensor), asks
+the op's rule (``decide``, cached) for the input specs it needs and the output
+specs, and keeps the rule's per-rank function.  A node with no rule, or whose
+rule does not apply to these arguments, runs replicated: it needs every input
+replicated, calls the NumPy function on full arrays, and says so in its note.
+
+Example:
+    >>> import numpy as np, dtensor_np as dt
+    >>> from dtensor_np.graph import trace, ShapeDtype
+    >>> node = trace(np.sort, ShapeDtype((4,), "f8")).nodes[0]
+    >>> spec = dt.DTensorSpec(dt.DeviceMesh((2,)), (dt.Shard(0),), dt.TensorMeta((4,), "f8"))
+    >>> s = node_sharding(node, (spec,))
+    >>> str(s.inputs[0]), s.note
+    ('R', 'replicated: no sharding rule for numpy.sort')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from ..errors import ShardingError
+from ..placements import Replicate
+from ..propagation import decide, rule_for
+from ..propagation.common import with_meta
+from ..propagation.elementwise import ASTYPE
+from ..propagation.reduction import ufunc_reduce_rule
+from ..propagation.registry import OpRule, register_sharded_type
+from ..spec import DTensorSpec, TensorMeta
+from ..graph.ir import Constant, Node, NodeSharding
+from ..graph.tracer import astype
+
+__all__ = ["SpecArg", "rule_of", "node_sharding", "replicated"]
+
+
+@register_sharded_type
+@dataclass(frozen=True, eq=False, slots=True)
+class SpecArg:
+    """A spec standing where an array goes in a call, so the op rules' binders pick it out."""
+
+    spec: DTensorSpec
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.spec.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.spec.ndim
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.spec.dtype
+
+
+def rule_of(fn: Any, method: str = "__call__") -> Optional[OpRule]:
+    """The sharding rule of a NumPy callable (or ufunc method), or None when it has none.
+
+    Example:
+        >>> rule_of(np.add).name, rule_of(np.add, "reduce").name, rule_of(np.sort)
+        ('add', 'add.reduce', None)
+    """
+    try:
+        if isinstance(fn, np.ufunc) and method != "__call__":
+            return ufunc_reduce_rule(fn) if method == "reduce" else None
+        if fn is astype:
+            return ASTYPE
+        return rule_for(fn)
+    except ShardingError:
+        return None
+
+
+def replicated(spec: DTensorSpec, meta: Optional[TensorMeta] = None) -> DTensorSpec:
+    """``spec`` (or ``meta`` on its mesh) with every mesh dim ``Replicate``."""
+    return DTensorSpec(spec.mesh, (Replicate(),) * spec.mesh.ndim, spec.tensor_meta if meta is None else meta)
+
+
+def node_sharding(node: Node, specs: tuple[DTensorSpec, ...], mesh: Any = None) -> NodeSharding:
+    """The sharding of ``node`` given the specs of its inputs (in ``node.inputs`` order).
+
+    ``mesh`` is needed only for a node without inputs (a constant).
+    """
+    if isinstance(node.fn, Constant):
+        if mesh is None:
+            raise TypeError("node_sharding of a constant needs the mesh")
+        value = node.fn.value
+        spec = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, node.outputs[0].aval.meta)
+        return NodeSharding((), (spec,), lambda rank: value)
+    rule = rule_of(node.fn, node.method)
+    if rule is None:
+        return _replicated(node, specs, f"replicated: no sharding rule for numpy.{node.op}")
+    try:
+        return _by_rule(node, rule, specs)
+    except ShardingError as e:
+        return _replicated(node, specs, f"replicated: the numpy.{node.op} rule does not apply ({e})")
+
+
+def _by_rule(node: Node, rule: OpRule, specs: tuple[DTensorSpec, ...]) -> NodeSharding:
+    stand_ins = [SpecArg(s) for s in specs]
+    args, kwargs = node.substitute(stand_ins)
+    tensors, key = rule.bind(tuple(args), dict(kwargs))
+    where = {id(a): i for i, a in enumerate(stand_ins)}
+    order = [where.get(id(t), -1) for t in tensors]
+    if sorted(order) != list(range(len(specs))):
+        raise ShardingError("its binder does not take every array argument once")
+    decision = decide(rule, tuple(t.spec for t in tensors), key)
+    if len(decision.outputs) != len(node.outputs):
+        raise ShardingError(f"it gives {len(decision.outputs)} outputs, the node has {len(node.outputs)}")
+    needs: list[DTensorSpec] = list(specs)
+    for k, i in enumerate(order):
+        needs[i] = DTensorSpec(specs[i].mesh, decision.inputs[k].placements, specs[i].tensor_meta, decision.inputs[k].shard_order)
+    outputs = []
+    for spec, var in zip(decision.outputs, node.outputs):
+        if spec.tensor_meta is not None and spec.shape != var.aval.shape:
+            raise ShardingError(f"it gives an output of shape {spec.shape}, the node's is {var.aval.shape}")
+        outputs.append(with_meta(spec, var.aval.shape, var.aval.dtype))
+    local = decision.local
+    if order != list(range(len(specs))):
+        inner = decision.local
+
+        def local(rank: int, *arrays: Any) -> Any:
+            return inner(rank, *[arrays[i] for i in order])
+
+    return NodeSharding(tuple(needs), tuple(outputs), local)
+
+
+def _replicated(node: Node, specs: tuple[DTensorSpec, ...], note: str) -> NodeSharding:
+    mesh = specs[0].mesh if specs else None
+    if mesh is None:
+        raise ShardingError(f"{node.op} has no array inputs and no rule: cannot place it on a mesh")
+    outputs = tuple(replicated(specs[0], v.aval.meta) for v in node.outputs)
+
+    def local(rank: int, *arrays: Any) -> Any:
+        return node.call(arrays)
+
+    return NodeSharding(tuple(replicated(s) for s in specs), outputs, local, note)
