@@ -1,0 +1,70 @@
+"""Counting the collectives issued: ``comm_counter()`` for tests and benchmarks."""
+from __future__ import annotations
+
+from types import TracebackType
+
+__all__ = ["KINDS", "CommCounter", "comm_counter", "record"]
+
+KINDS = ("all_gather", "all_reduce", "reduce_scatter", "all_to_all", "broadcast", "scatter")
+"""The collectives that are counted (``barrier`` and the helpers are not)."""
+
+_active: list[CommCounter] = []
+
+
+class CommCounter:
+    """Counts of collectives (and bytes) issued while it is active.
+
+    ``counts[kind]`` is the number of calls of ``kind`` (every kind starts at
+    0); ``bytes[kind]`` adds, per call, the largest input array among the
+    shards this process passed.  One call counts 1 on both backends, whatever
+    the number of groups; asynchronous ops count when issued.  Counters nest:
+    every active counter records.
+
+    Example:
+        >>> import numpy as np
+        >>> from collectives import SimulatedBackend, comm_counter
+        >>> with comm_counter() as counter:
+        ...     _ = SimulatedBackend(2).all_reduce({0: np.ones(4), 1: np.ones(4)}, ((0, 1),))
+        >>> counter.counts["all_reduce"], counter.bytes["all_reduce"]
+        (1, 32)
+    """
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = dict.fromkeys(KINDS, 0)
+        self.bytes: dict[str, int] = dict.fromkeys(KINDS, 0)
+
+    @property
+    def total(self) -> int:
+        """The number of collectives of every kind."""
+        return sum(self.counts.values())
+
+    def __enter__(self) -> CommCounter:
+        _active.append(self)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        for i in range(len(_active) - 1, -1, -1):
+            if _active[i] is self:
+                del _active[i]
+                break
+
+    def __repr__(self) -> str:
+        issued = {kind: n for kind, n in self.counts.items() if n}
+        return f"CommCounter({issued})"
+
+
+def comm_counter() -> CommCounter:
+    """A new counter; use it as ``with comm_counter() as c: ...``."""
+    return CommCounter()
+
+
+def record(kind: str, nbytes: int) -> None:
+    """Count one collective of ``kind`` moving an input of ``nbytes`` (backends call this)."""
+    for counter in _active:
+        counter.counts[kind] += 1
+        counter.bytes[kind] += nbytes
