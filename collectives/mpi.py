@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from .abort import install_abort_on_error
 from .agreement import DESCRIPTOR_LENGTH, MemberInfo, call_fingerprint, decode, encode, status_of, verify
 from .counting import record
 from .device import Staged, is_device_array, stage_for_mpi
@@ -114,6 +115,7 @@ class MpiBackend(Backend):
         self.world_size: int = self.comm.Get_size()
         self.ranks: tuple[int, ...] = (self.rank,)
         self._teams = _TEAMS.setdefault(self.comm.handle, {})
+        install_abort_on_error(MPI.COMM_WORLD)
 
     def __repr__(self) -> str:
         return f"MpiBackend(rank={self.rank}, world_size={self.world_size})"
