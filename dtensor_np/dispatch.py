@@ -36,7 +36,9 @@ from .spec import DTensorSpec, TensorMeta
 
 __all__ = ["dispatch", "dispatch_ufunc", "replicate_fallback", "fallback_counts"]
 
-_FALLBACK = contextvars.ContextVar("dtensor_np_replicate_fallback", default=False)
+_FALLBACK: contextvars.ContextVar[tuple[dict[str, int], ...]] = contextvars.ContextVar(
+    "dtensor_np_replicate_fallback", default=()
+)
 _FALLBACK_COUNTS: dict[str, int] = {}
 
 
@@ -44,19 +46,21 @@ _FALLBACK_COUNTS: dict[str, int] = {}
 def replicate_fallback(enabled: bool = True) -> Iterator[dict[str, int]]:
     """Let ops without a sharding rule run on gathered (replicated) inputs; off by default.
 
-    Yields the running count of fallback uses per op name.
+    Yields the count of fallback uses per op name inside this block
+    (``fallback_counts()`` keeps the total for the process).
 
     Example:
         >>> import numpy as np, dtensor_np as dt
         >>> x = dt.distribute_tensor(np.array([3.0, 1.0, 2.0]), dt.DeviceMesh((2,)), [dt.Shard(0)])
         >>> with dt.replicate_fallback() as used:
         ...     y = np.sort(x)
-        >>> y.full_tensor().tolist(), used["sort"] >= 1
-        ([1.0, 2.0, 3.0], True)
+        >>> y.full_tensor().tolist(), used["sort"]
+        ([1.0, 2.0, 3.0], 1)
     """
-    token = _FALLBACK.set(enabled)
+    used: dict[str, int] = {}
+    token = _FALLBACK.set(_FALLBACK.get() + (used,) if enabled else ())
     try:
-        yield _FALLBACK_COUNTS
+        yield used
     finally:
         _FALLBACK.reset(token)
 
@@ -154,7 +158,8 @@ def _fallback(func: Any, args: tuple, kwargs: Mapping[str, Any]) -> Any:
 
     full_args = gather(tuple(args))
     full_kwargs = {k: gather(v) for k, v in kwargs.items()}
-    _FALLBACK_COUNTS[name] = _FALLBACK_COUNTS.get(name, 0) + 1
+    for counts in (_FALLBACK_COUNTS,) + _FALLBACK.get():
+        counts[name] = counts.get(name, 0) + 1
     result = func(*full_args, **full_kwargs)
     mesh = found[0].mesh
     ranks = backend_for(mesh).ranks

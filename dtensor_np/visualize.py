@@ -120,7 +120,19 @@ class ShardingView:
             lines.append(head.ljust(head_w) + "".join(l.ljust(width) for l in row).rstrip())
         if self.spec.ndim > 2:
             lines.append(f"(first two of {self.spec.ndim} dims; see sharding_table() for every dim)")
+        empty = self._empty_ranks()
+        if empty:
+            lines.append("empty shards (uneven torch.chunk split): " + ", ".join(f"r{r}" for r in empty))
         return "\n".join(lines)
+
+    def _empty_ranks(self) -> list[int]:
+        spec = self.spec
+        return [
+            r
+            for r in spec.mesh.all_ranks
+            if 0 in _local_block(spec.shape, spec.mesh.shape, spec.shard_order, spec.mesh.coordinate_of(r))[0]
+            and 0 not in spec.shape
+        ]
 
     def __repr__(self) -> str:
         return str(self)
@@ -144,7 +156,11 @@ class ShardingView:
                     f"{html.escape(_ranks_label(ranks))}</td>"
                 )
             parts.append("</tr>")
-        parts.append("</table></div>")
+        parts.append("</table>")
+        empty = self._empty_ranks()
+        if empty:
+            parts.append(f"<div>empty shards: {', '.join(f'r{r}' for r in empty)}</div>")
+        parts.append("</div>")
         return "".join(parts)
 
 
