@@ -28,6 +28,8 @@ from .planner import CostModel, Step, explain, plan_greedy, plan_redistribute
 from .runtime import init_device_mesh
 from .spec import DTensorSpec, TensorMeta, compute_local_shape_and_global_offset
 from .visualize import plan_view, sharding_table, visualize_sharding
+from .graph import Graph, ShapeDtype, trace
+from .tensor_parallel import ColwiseParallel, ParallelStyle, RowwiseParallel, tensor_parallel_transform
 
 __all__ = [
     "ShardingError",
@@ -57,6 +59,13 @@ __all__ = [
     "visualize_sharding",
     "sharding_table",
     "plan_view",
+    "trace",
+    "ShapeDtype",
+    "Graph",
+    "tensor_parallel_transform",
+    "ParallelStyle",
+    "ColwiseParallel",
+    "RowwiseParallel",
 ]
 
 __version__ = "0.1.0"

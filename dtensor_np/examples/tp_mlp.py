@@ -31,6 +31,8 @@ Example:
 from __future__ import annotations
 
 import argparse
+import functools
+import math
 import sys
 import time
 from dataclasses import dataclass
@@ -56,7 +58,7 @@ def linear(params: Params, name: str, x: Any) -> Any:
 
 def gelu(x: Any) -> Any:
     """GELU, tanh approximation."""
-    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
 def relu(x: Any) -> Any:
@@ -79,7 +81,8 @@ def attention(params: Params, x: Any, heads: int = 8) -> Any:
         return t.reshape(b, s, heads, d // heads).transpose(0, 2, 1, 3)
 
     q, k, v = (split_heads(linear(params, name, x)) for name in ("q", "k", "v"))
-    scores = q @ k.swapaxes(-1, -2) / np.sqrt(d // heads) + np.triu(np.full((s, s), -np.inf), 1)
+    mask = np.triu(np.full((s, s), -np.inf, dtype=x.dtype), 1)  # causal: no attending to later positions
+    scores = q @ k.swapaxes(-1, -2) / math.sqrt(d // heads) + mask
     weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
     weights = weights / weights.sum(axis=-1, keepdims=True)
     out = (weights @ v).transpose(0, 2, 1, 3).reshape(b, s, d)
@@ -141,12 +144,11 @@ def _jobs(args: argparse.Namespace) -> list[Job]:
     if args.model in ("mlp", "all"):
         params, x = init_mlp(rng, args.batch * args.seq, args.hidden, args.ffn, args.dtype)
         plan = {"fc1": dt.ColwiseParallel(), "fc2": dt.RowwiseParallel()}
-        jobs.append(Job(f"mlp ({args.activation})", lambda p, x: mlp(p, x, activation), params, x, plan))
+        jobs.append(Job(f"mlp ({args.activation})", functools.partial(mlp, activation=activation), params, x, plan))
     if args.model in ("attention", "all"):
         params, x = init_attention(rng, args.batch, args.seq, args.hidden, args.dtype)
         plan = {"q": dt.ColwiseParallel(), "k": dt.ColwiseParallel(), "v": dt.ColwiseParallel(), "o": dt.RowwiseParallel()}
-        heads = args.heads
-        jobs.append(Job(f"attention ({heads} heads)", lambda p, x: attention(p, x, heads), params, x, plan))
+        jobs.append(Job(f"attention ({args.heads} heads)", functools.partial(attention, heads=args.heads), params, x, plan))
     return jobs
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "GraphSharding",
     "Graph",
     "InputKey",
+    "bound_method",
 ]
 
 _KIND_PREFIX = {"f": "f", "i": "i", "u": "u", "c": "c"}
@@ -70,7 +71,7 @@ class ShapeDtype:
         object.__setattr__(self, "dtype", meta.dtype)
 
     @classmethod
-    def of(cls, x: Any) -> "ShapeDtype":
+    def of(cls, x: Any) -> ShapeDtype:
         """The abstract value of an array (anything with ``shape`` and ``dtype``) or a Python scalar."""
         if isinstance(x, ShapeDtype):
             return x
@@ -235,8 +236,7 @@ class Node:
     def call(self, values: Sequence[Any]) -> Any:
         """Run the primitive with ``values`` in place of the input variables (in ``inputs`` order)."""
         args, kwargs = self.substitute(values)
-        target = self.fn if self.method == "__call__" else getattr(self.fn, self.method)
-        return target(*args, **kwargs)
+        return bound_method(self.fn, self.method)(*args, **kwargs)
 
     def unpack(self, result: Any) -> tuple[Any, ...]:
         """A call's result as one value per output variable."""
@@ -249,12 +249,17 @@ class Node:
         args, kwargs = unflatten(tree, [next(it) if isinstance(x, Var) else x for x in leaves])
         return args, kwargs
 
-    def with_inputs(self, new_inputs: Sequence[Var]) -> "Node":
+    def with_inputs(self, new_inputs: Sequence[Var]) -> Node:
         """The same node reading ``new_inputs`` (one per entry of ``inputs``)."""
         if len(new_inputs) != len(self.inputs):
             raise TypeError(f"{self.op}: expected {len(self.inputs)} inputs, got {len(new_inputs)}")
         args, kwargs = self.substitute(new_inputs)
         return replace(self, args=args, kwargs=tuple(sorted(kwargs.items())))
+
+
+def bound_method(fn: Any, method: str) -> Callable[..., Any]:
+    """``fn`` itself for ``"__call__"``, else its ufunc method (``np.add.reduce``)."""
+    return fn if method == "__call__" else getattr(fn, method)
 
 
 InputKey = tuple[int, str]

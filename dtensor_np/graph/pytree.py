@@ -40,7 +40,7 @@ class TreeDef:
 
     kind: str
     keys: tuple[Hashable, ...] = ()
-    children: tuple["TreeDef", ...] = ()
+    children: tuple[TreeDef, ...] = ()
 
     @property
     def num_leaves(self) -> int:

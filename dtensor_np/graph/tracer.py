@@ -34,10 +34,10 @@ import operator
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from collectives.device import is_device_array
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from ..dtensor import array_library
-from .ir import Constant, Graph, Node, ShapeDtype, Var
+from .ir import Constant, Graph, Node, ShapeDtype, Var, bound_method
 from .pytree import flatten, leaves_with_paths, path_name, unflatten
 
 __all__ = ["Tracer", "trace", "abstract_eval", "output_avals", "placeholder", "astype"]
@@ -60,9 +60,8 @@ def abstract_eval(fn: Any, method: str, args: tuple, kwargs: dict) -> Any:
     """Run ``fn`` (or its ufunc ``method``) with every :class:`Var` replaced by a placeholder array."""
     leaves, tree = flatten((args, kwargs))
     args, kwargs = unflatten(tree, [placeholder(x.aval) if isinstance(x, Var) else x for x in leaves])
-    target = fn if method == "__call__" else getattr(fn, method)
     with np.errstate(all="ignore"):
-        return target(*args, **kwargs)
+        return bound_method(fn, method)(*args, **kwargs)
 
 
 def output_avals(fn: Any, method: str, args: tuple, kwargs: dict) -> tuple[tuple[ShapeDtype, ...], str]:
@@ -75,7 +74,7 @@ def output_avals(fn: Any, method: str, args: tuple, kwargs: dict) -> tuple[tuple
 
 
 def _is_array(x: Any) -> bool:
-    return isinstance(x, np.ndarray) or (hasattr(x, "shape") and hasattr(x, "dtype") and array_library(x) == "cupy")
+    return isinstance(x, np.ndarray) or is_device_array(x)
 
 
 class _Recorder:
@@ -150,7 +149,7 @@ def _results(result: Any, name: str) -> tuple[Any, str]:
 def _method(name: str, doc: str) -> Callable[..., Any]:
     func = getattr(np, name)
 
-    def method(self: "Tracer", *args: Any, **kwargs: Any) -> Any:
+    def method(self: Tracer, *args: Any, **kwargs: Any) -> Any:
         return func(self, *args, **kwargs)
 
     method.__name__ = name

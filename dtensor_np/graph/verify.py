@@ -73,8 +73,11 @@ def verify(graph: Graph, *, check_shapes: bool = True) -> Graph:
         defined[v.id] = v
 
     def check_read(v: Var, where: str) -> None:
-        if defined.get(v.id) == v:
+        found = defined.get(v.id)
+        if found == v:
             return
+        if found is not None:
+            raise GraphError(f"{where} reads {v} as {v.aval}, but it is defined as {found.aval}")
         if v.id in later:
             raise GraphError(f"{where} reads {v}, which is defined only after it: nodes out of order, or a cycle")
         raise GraphError(f"{where} reads {v}, which no input or node defines: a dangling input")
@@ -101,10 +104,6 @@ def verify(graph: Graph, *, check_shapes: bool = True) -> Graph:
     if graph.sharding is not None:
         _verify_sharding(graph)
     return graph
-
-
-def _same_layout(a: DTensorSpec, b: DTensorSpec) -> bool:
-    return a.placements == b.placements and a.shard_order == b.shard_order
 
 
 def _check_spec(spec: DTensorSpec, var: Var, graph: Graph, where: str) -> None:
@@ -136,8 +135,11 @@ def _verify_sharding(graph: Graph) -> None:
             )
         for v, need in zip(node.inputs, s.inputs):
             _check_spec(need, v, graph, where)
-            if not _same_layout(specs[v], need):
-                raise GraphError(f"{where} needs {v} as {need} but it is {specs[v]}: a redistribute is missing")
+            if specs[v] != need:
+                have_text, need_text = str(specs[v]), str(need)
+                if have_text == need_text:  # same placements, other meta
+                    have_text, need_text = repr(specs[v].tensor_meta), repr(need.tensor_meta)
+                raise GraphError(f"{where} needs {v} as {need_text} but it is {have_text}: a redistribute is missing")
         if isinstance(node.fn, Redistribute):
             if (node.fn.src, node.fn.dst) != (s.inputs[0], s.outputs[0]):
                 raise GraphError(f"{where} moves {node.fn.src} -> {node.fn.dst} but is marked {s.inputs[0]} -> {s.outputs[0]}")

@@ -26,6 +26,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import ShardingError
+from ..mesh import DeviceMesh
 from ..placements import Replicate
 from ..propagation import decide, rule_for
 from ..propagation.common import with_meta
@@ -76,9 +77,15 @@ def rule_of(fn: Any, method: str = "__call__") -> Optional[OpRule]:
         return None
 
 
-def replicated(spec: DTensorSpec, meta: Optional[TensorMeta] = None) -> DTensorSpec:
-    """``spec`` (or ``meta`` on its mesh) with every mesh dim ``Replicate``."""
-    return DTensorSpec(spec.mesh, (Replicate(),) * spec.mesh.ndim, spec.tensor_meta if meta is None else meta)
+def replicated(mesh: DeviceMesh, meta: Optional[TensorMeta]) -> DTensorSpec:
+    """The spec of an array with ``meta`` replicated on every dim of ``mesh``."""
+    return DTensorSpec(mesh, (Replicate(),) * mesh.ndim, meta)
+
+
+def _op_name(node: Node) -> str:
+    """``numpy.sort`` for NumPy's callables, the bare op name for others (``getitem``)."""
+    numpy_callable = isinstance(node.fn, np.ufunc) or getattr(node.fn, "__module__", "").startswith("numpy")
+    return f"numpy.{node.op}" if numpy_callable else node.op
 
 
 def node_sharding(node: Node, specs: tuple[DTensorSpec, ...], mesh: Any = None) -> NodeSharding:
@@ -90,15 +97,14 @@ def node_sharding(node: Node, specs: tuple[DTensorSpec, ...], mesh: Any = None) 
         if mesh is None:
             raise TypeError("node_sharding of a constant needs the mesh")
         value = node.fn.value
-        spec = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, node.outputs[0].aval.meta)
-        return NodeSharding((), (spec,), lambda rank: value)
+        return NodeSharding((), (replicated(mesh, node.outputs[0].aval.meta),), lambda rank: value)
     rule = rule_of(node.fn, node.method)
     if rule is None:
-        return _replicated(node, specs, f"replicated: no sharding rule for numpy.{node.op}")
+        return _replicated(node, specs, f"replicated: no sharding rule for {_op_name(node)}")
     try:
         return _by_rule(node, rule, specs)
-    except ShardingError as e:
-        return _replicated(node, specs, f"replicated: the numpy.{node.op} rule does not apply ({e})")
+    except (ShardingError, TypeError) as e:  # arguments the rule does not support
+        return _replicated(node, specs, f"replicated: the {_op_name(node)} rule does not apply ({e})")
 
 
 def _by_rule(node: Node, rule: OpRule, specs: tuple[DTensorSpec, ...]) -> NodeSharding:
@@ -131,12 +137,12 @@ def _by_rule(node: Node, rule: OpRule, specs: tuple[DTensorSpec, ...]) -> NodeSh
 
 
 def _replicated(node: Node, specs: tuple[DTensorSpec, ...], note: str) -> NodeSharding:
-    mesh = specs[0].mesh if specs else None
-    if mesh is None:
+    if not specs:
         raise ShardingError(f"{node.op} has no array inputs and no rule: cannot place it on a mesh")
-    outputs = tuple(replicated(specs[0], v.aval.meta) for v in node.outputs)
+    mesh = specs[0].mesh
+    outputs = tuple(replicated(mesh, v.aval.meta) for v in node.outputs)
 
     def local(rank: int, *arrays: Any) -> Any:
         return node.call(arrays)
 
-    return NodeSharding(tuple(replicated(s) for s in specs), outputs, local, note)
+    return NodeSharding(tuple(replicated(mesh, s.tensor_meta) for s in specs), outputs, local, note)

@@ -37,7 +37,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Mapping, Union
 
 from ..dtensor import distribute_tensor
 from ..errors import ShardingError
@@ -74,34 +74,34 @@ def tp_mesh_dim(mesh: DeviceMesh, mesh_dim: Union[int, str, None] = None) -> int
     )
 
 
-def _layout(spec: DTensorSpec) -> tuple:
-    return spec.placements, spec.shard_order
-
-
-def shard_graph(graph: Graph, input_specs: tuple[DTensorSpec, ...]) -> Graph:
+def shard_graph(graph: Graph, input_specs: tuple[DTensorSpec, ...], local_args: tuple[int, ...] = (PARAMS_ARG,)) -> Graph:
     """``graph`` with every node marked and redistributes inserted, given its inputs' specs.
 
     The general pass under ``tensor_parallel_transform``: any input specs on
-    one mesh work.  Graph outputs are made replicated.
+    one mesh work.  Graph outputs are made replicated.  The positional
+    arguments in ``local_args`` are passed as local shards when the new graph
+    is called (see :class:`~dtensor_np.graph.GraphSharding`).
     """
     if len(input_specs) != len(graph.inputs):
         raise ShardingError(f"expected one spec per graph input ({len(graph.inputs)}), got {len(input_specs)}")
-    mesh = input_specs[0].mesh if input_specs else None
-    if mesh is None:
+    if not input_specs:
         raise ShardingError("a graph without inputs has nothing to shard")
+    mesh = input_specs[0].mesh
+    if any(s.mesh != mesh for s in input_specs):
+        raise ShardingError(f"every input spec must be on one mesh, got {sorted({repr(s.mesh) for s in input_specs})}")
     specs: dict[Var, DTensorSpec] = dict(zip(graph.inputs, input_specs))
     next_id = 1 + max([v.id for v in graph.inputs] + [v.id for n in graph.nodes for v in n.outputs])
-    moved: dict[tuple[Var, tuple], Var] = {}
+    moved: dict[tuple[Var, DTensorSpec], Var] = {}
     nodes: list[Node] = []
 
     def as_spec(var: Var, need: DTensorSpec) -> Var:
+        """``var`` in spec ``need`` (same global meta): itself, or the output of a (shared) redistribute."""
         nonlocal next_id
         have = specs[var]
-        if _layout(have) == _layout(need):
+        if have == need:
             return var
-        key = (var, _layout(need))
+        key = (var, need)
         if key not in moved:
-            need = DTensorSpec(mesh, need.placements, have.tensor_meta, need.shard_order)
             out = Var(next_id, var.aval)
             next_id += 1
             nodes.append(Node(Redistribute(have, need), (var,), (), (out,), sharding=NodeSharding((have,), (need,))))
@@ -114,9 +114,9 @@ def shard_graph(graph: Graph, input_specs: tuple[DTensorSpec, ...]) -> Graph:
         inputs = [as_spec(v, need) for v, need in zip(node.inputs, sharding.inputs)]
         nodes.append(replace(node.with_inputs(inputs), sharding=sharding))
         specs.update(zip(node.outputs, sharding.outputs))
-    outputs = tuple(as_spec(v, replicated(specs[v])) for v in graph.outputs)
+    outputs = tuple(as_spec(v, replicated(mesh, specs[v].tensor_meta)) for v in graph.outputs)
     sharded = replace(
-        graph, nodes=tuple(nodes), outputs=outputs, sharding=GraphSharding(mesh, tuple(input_specs), (PARAMS_ARG,))
+        graph, nodes=tuple(nodes), outputs=outputs, sharding=GraphSharding(mesh, tuple(input_specs), tuple(local_args))
     )
     return verify(sharded, check_shapes=False)
 
