@@ -27,14 +27,13 @@ import numpy as np
 
 from .errors import ShardingError
 from .placements import Replicate
-from .propagation import decide, rule_for
-from .propagation.reduction import ufunc_reduce_rule
+from .propagation import decide, rule_for, rule_of
 from .propagation.registry import OpRule
 from .redistribute import redistribute_shards
 from .runtime import backend_for
 from .spec import DTensorSpec, TensorMeta
 
-__all__ = ["dispatch", "dispatch_ufunc", "replicate_fallback", "fallback_counts"]
+__all__ = ["dispatch", "dispatch_ufunc", "replicate_fallback", "fallback_counts", "as_array"]
 
 _FALLBACK: contextvars.ContextVar[tuple[dict[str, int], ...]] = contextvars.ContextVar(
     "dtensor_np_replicate_fallback", default=()
@@ -80,19 +79,19 @@ def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: Mapping[
     """``__array_ufunc__`` for DTensors."""
     if method == "__call__":
         return dispatch(ufunc, inputs, kwargs)
-    if method == "reduce":
-        return _run(ufunc_reduce_rule(ufunc), inputs, kwargs)
-    raise ShardingError(f"no sharding rule for numpy.{ufunc.__name__}.{method}")
+    rule = rule_of(ufunc, method)
+    if rule is None:
+        raise ShardingError(f"no sharding rule for numpy.{ufunc.__name__}.{method}")
+    return _run(rule, inputs, kwargs)
 
 
 def dispatch(func: Any, args: tuple, kwargs: Mapping[str, Any]) -> Any:
     """``__array_function__`` for DTensors: the rule of ``func``, or the fallback when enabled."""
-    try:
-        rule = rule_for(func)
-    except ShardingError:
+    rule = rule_of(func)
+    if rule is None:
         if _FALLBACK.get():
             return _fallback(func, args, kwargs)
-        raise
+        rule_for(func)  # raises the ShardingError that names the op
     return _run(rule, args, kwargs)
 
 
@@ -123,14 +122,15 @@ def _run(rule: OpRule, args: tuple, kwargs: Mapping[str, Any]) -> Any:
     return _wrap(results, decision.outputs[0])
 
 
-def _as_array(x: Any) -> Any:
+def as_array(x: Any) -> Any:
+    """A NumPy scalar or Python number as a 0-d array; arrays unchanged."""
     return np.asarray(x) if isinstance(x, (np.generic, bool, int, float, complex)) else x
 
 
 def _wrap(results: dict[int, Any], spec: DTensorSpec) -> Any:
     from .dtensor import DTensor
 
-    results = {r: _as_array(x) for r, x in results.items()}
+    results = {r: as_array(x) for r, x in results.items()}
     dtype = next(iter(results.values())).dtype
     return DTensor(results, _with_dtype(spec, np.dtype(dtype)))
 
@@ -165,7 +165,7 @@ def _fallback(func: Any, args: tuple, kwargs: Mapping[str, Any]) -> Any:
     ranks = backend_for(mesh).ranks
 
     def wrap(value: Any) -> Any:
-        value = _as_array(value)
+        value = as_array(value)
         if not hasattr(value, "dtype") or not hasattr(value, "shape"):
             return value
         spec = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, TensorMeta(value.shape, value.dtype))

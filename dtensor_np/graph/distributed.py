@@ -31,7 +31,7 @@ from typing import Any
 
 from collectives.counting import KINDS
 
-from ..dispatch import _as_array
+from ..dispatch import as_array
 from ..local_tensor import LocalTensor
 from ..placements import Replicate
 from ..redistribute import redistribute_shards
@@ -121,5 +121,5 @@ def run_sharded(graph: Graph, *args: Any) -> Any:
         local = node.sharding.local  # type: ignore[union-attr]
         results = {r: node.unpack(local(r, *[env[v][r] for v in node.inputs])) for r in ranks}
         for k, out in enumerate(node.outputs):
-            env[out] = {r: _as_array(res[k]) for r, res in results.items()}
+            env[out] = {r: as_array(res[k]) for r, res in results.items()}
     return unflatten(graph.out_tree, [env[v][ranks[0]] for v in graph.outputs])

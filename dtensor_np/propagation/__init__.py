@@ -16,6 +16,25 @@ Example:
 from . import contraction, elementwise, reduction, shape_ops  # noqa: F401  (register the rules)
 from .einop import OutputSharding, einop_rule, pointwise_rule
 from .registry import Decision, OpRule, decide, registered_ops, rule_for
+from .reduction import ufunc_reduce_rule
+from ..errors import ShardingError
+
+
+def rule_of(fn: object, method: str = "__call__") -> "OpRule | None":
+    """The rule of a NumPy callable or ufunc method (``"reduce"``), or None when it has none.
+
+    Example:
+        >>> import numpy as np
+        >>> rule_of(np.add).name, rule_of(np.add, "reduce").name, rule_of(np.sort)
+        ('add', 'add.reduce', None)
+    """
+    try:
+        if method != "__call__":
+            return ufunc_reduce_rule(fn) if method == "reduce" else None  # type: ignore[arg-type]
+        return rule_for(fn)
+    except ShardingError:
+        return None
+
 
 __all__ = [
     "OutputSharding",
@@ -25,5 +44,6 @@ __all__ = [
     "OpRule",
     "decide",
     "rule_for",
+    "rule_of",
     "registered_ops",
 ]

@@ -28,10 +28,9 @@ import numpy as np
 from ..errors import ShardingError
 from ..mesh import DeviceMesh
 from ..placements import Replicate
-from ..propagation import decide, rule_for
+from ..propagation import decide, rule_of as propagation_rule_of
 from ..propagation.common import with_meta
 from ..propagation.elementwise import ASTYPE
-from ..propagation.reduction import ufunc_reduce_rule
 from ..propagation.registry import OpRule, register_sharded_type
 from ..spec import DTensorSpec, TensorMeta
 from ..graph.ir import Constant, Node, NodeSharding
@@ -67,14 +66,9 @@ def rule_of(fn: Any, method: str = "__call__") -> Optional[OpRule]:
         >>> rule_of(np.add).name, rule_of(np.add, "reduce").name, rule_of(np.sort)
         ('add', 'add.reduce', None)
     """
-    try:
-        if isinstance(fn, np.ufunc) and method != "__call__":
-            return ufunc_reduce_rule(fn) if method == "reduce" else None
-        if fn is astype:
-            return ASTYPE
-        return rule_for(fn)
-    except ShardingError:
-        return None
+    if fn is astype:
+        return ASTYPE
+    return propagation_rule_of(fn, method)
 
 
 def replicated(mesh: DeviceMesh, meta: Optional[TensorMeta]) -> DTensorSpec:
