@@ -118,6 +118,14 @@ class DTensor(NDArrayOperatorsMixin):
             raise TypeError("len() of a 0-d DTensor")
         return self.shape[0]
 
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError(
+                f"the truth value of a DTensor with more than one element is ambiguous (shape {self.shape}); "
+                "use np.any(x) or np.all(x), then .full_tensor()"
+            )
+        raise TypeError("bool() of a DTensor would gather it silently; call bool(x.full_tensor())")
+
     # -- local data ------------------------------------------------------------
     def local_shards(self) -> dict[int, Any]:
         """``{rank: array}`` for the ranks this process holds (all of them when simulated)."""
@@ -309,12 +317,35 @@ def distribute_tensor(
     """
     if not isinstance(mesh, DeviceMesh):
         raise TypeError(f"distribute_tensor needs a DeviceMesh, got {type(mesh).__name__}")
-    array = check_array(array)
-    spec = DTensorSpec(mesh, _as_tuple(placements), TensorMeta(array.shape, array.dtype))
-    backend = backend_for(mesh)
-    if mesh.backend == "mpi" and src_data_rank is not None:
+    if src_data_rank is not None:
+        if not isinstance(src_data_rank, int) or isinstance(src_data_rank, bool):
+            raise TypeError(
+                f"src_data_rank must be an int rank in [0, {mesh.world_size}) or None, got {src_data_rank!r}"
+            )
         if not 0 <= src_data_rank < mesh.world_size:
             raise ShardingError(f"src_data_rank must be a rank in [0, {mesh.world_size}), got {src_data_rank}")
+    backend = backend_for(mesh)
+    error = None
+    try:
+        array = check_array(array)
+        spec = DTensorSpec(mesh, _as_tuple(placements), TensorMeta(array.shape, array.dtype))
+    except (TypeError, ValueError) as e:
+        error = e
+    if mesh.backend == "mpi" and src_data_rank is not None:
+        me = backend.ranks[0]
+        status = 0 if error is None else (1 if isinstance(error, TypeError) else 2)
+        table = backend.gather_descriptors({me: (status,)})
+        failed = {r: row[0] for r, row in table.items() if row[0] != 0}
+        if error is not None and len(failed) == len(table):
+            raise error  # the same input everywhere: every rank raises its own (identical) error
+        if failed:
+            r0 = min(failed)
+            kind = TypeError if failed[r0] == 1 else ShardingError
+            detail = f": {error}" if error is not None else "; see the error raised there"
+            raise kind(f"distribute_tensor: rank {min(failed) if error is None else me}'s array or placements were refused{detail}") from error
+    elif error is not None:
+        raise error
+    if mesh.backend == "mpi" and src_data_rank is not None:
         world = (tuple(range(mesh.world_size)),)
         array = backend.broadcast({r: array for r in backend.ranks}, world, root=src_data_rank)[backend.ranks[0]]
     replicated = DTensorSpec(

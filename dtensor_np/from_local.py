@@ -22,13 +22,15 @@ from .spec import DTensorSpec, TensorMeta, _local_block
 __all__ = ["build_from_local"]
 
 MAX_NDIM = 8
-_OK, _BAD_TYPE, _BAD_DTYPE, _BAD_NDIM = 0, 1, 2, 3
+_OK, _BAD_TYPE, _BAD_DTYPE, _BAD_NDIM, _MAPPING = 0, 1, 2, 3, 4
 _LIBRARIES = {"numpy": 0, "cupy": 1}
 _REASONS = {
     _BAD_TYPE: "is not a NumPy or CuPy array",
     _BAD_DTYPE: "has a dtype that cannot be distributed (object, string, void or datetime)",
     _BAD_NDIM: "has a different number of dims than the placements need",
+    _MAPPING: "is a mapping of ranks; under MPI, from_local takes this rank's own array",
 }
+_TYPE_ERRORS = (_BAD_TYPE, _BAD_DTYPE, _MAPPING)
 
 
 def _dtype_code(dtype: np.dtype) -> int:
@@ -71,8 +73,6 @@ def build_from_local(
         raise TypeError(f"from_local needs a DeviceMesh, got {type(mesh).__name__}")
     backend = backend_for(mesh)
     if mesh.backend == "mpi":
-        if isinstance(local, (Mapping, LocalTensor)):
-            raise TypeError("under MPI, from_local takes this rank's own array, not a mapping of ranks")
         shards = {backend.ranks[0]: local}
     else:
         if isinstance(local, LocalTensor):
@@ -91,6 +91,10 @@ def build_from_local(
     rows: dict[int, list[int]] = {}
     errors: dict[int, Exception] = {}
     for r, x in shards.items():
+        if mesh.backend == "mpi" and isinstance(x, (Mapping, LocalTensor)):
+            rows[r] = [_MAPPING] + [0] * (3 + MAX_NDIM)
+            errors[r] = TypeError("under MPI, from_local takes this rank's own array, not a mapping of ranks")
+            continue
         rows[r], err = _describe(x, spec0.placements)
         if err is not None:
             errors[r] = err
@@ -99,11 +103,12 @@ def build_from_local(
 
     bad = {r: row[0] for r, row in table.items() if row[0] != _OK}
     if bad:
-        mine = [r for r in shards if r in errors]
-        if mine:
-            raise errors[mine[0]]
         detail = "; ".join(f"rank {r}'s shard {_REASONS[c]}" for r, c in sorted(bad.items()))
-        raise ShardingError(f"from_local: {detail}")
+        mine = [r for r in sorted(errors)]
+        if mine:
+            detail += f" ({errors[mine[0]]})"
+        kind = TypeError if bad[min(bad)] in _TYPE_ERRORS else ShardingError
+        raise kind(f"from_local: {detail}; placements {[str(p) for p in spec0.placements]}")
 
     first = table[min(table)]
     ndim = first[3]

@@ -174,7 +174,10 @@ class DeviceMesh:
             >>> DeviceMesh((2, 4), ("dp", "tp"))["tp"].rank_groups(0)
             [[0, 1, 2, 3], [4, 5, 6, 7]]
         """
-        wanted = (names,) if isinstance(names, str) else tuple(names)
+        wanted = (names,) if isinstance(names, str) else names
+        if not isinstance(wanted, (tuple, list)) or not all(isinstance(n, str) for n in wanted):
+            raise TypeError(f"a sub-mesh is taken by dim name (mesh['tp'] or mesh['dp', 'tp']), got {names!r}")
+        wanted = tuple(wanted)
         if self.dim_names is None:
             raise ShardingError("this mesh has no dim names; build it with dim_names=(...) to slice it")
         idx = [self.dim_index(n) for n in wanted]
@@ -218,6 +221,12 @@ class DeviceMesh:
             [[0, 4], [1, 5], [2, 6], [3, 7]]
         """
         i = self.dim_index(dim)
+        if not isinstance(sizes, (tuple, list)):
+            raise TypeError(f"unflatten sizes must be a sequence of positive ints, got {sizes!r}")
+        if not all(is_int(s) for s in sizes):
+            raise ShardingError(f"unflatten sizes must be positive ints, got {tuple(sizes)!r}")
+        if isinstance(names, str):
+            names = (names,)
         sizes = tuple(sizes)
         if not sizes or product(sizes) != self.shape[i]:
             raise ShardingError(f"unflatten sizes {sizes} must multiply to mesh dim size {self.shape[i]}")

@@ -55,10 +55,12 @@ class TensorMeta:
     dtype: Any
 
     def __post_init__(self) -> None:
-        try:
-            shape = tuple(int(s) for s in self.shape)
-        except TypeError:
-            raise TypeError(f"TensorMeta shape must be a sequence of ints, got {self.shape!r}") from None
+        if isinstance(self.shape, (str, bytes)) or not hasattr(self.shape, "__iter__"):
+            raise TypeError(f"TensorMeta shape must be a sequence of ints, got {self.shape!r}")
+        raw = tuple(self.shape)
+        if not all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)) for s in raw):
+            raise TypeError(f"TensorMeta shape must be a sequence of ints, got {self.shape!r}")
+        shape = tuple(int(s) for s in raw)
         if any(s < 0 for s in shape):
             raise ShardingError(f"TensorMeta shape must be non-negative, got {shape}")
         object.__setattr__(self, "shape", shape)

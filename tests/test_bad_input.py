@@ -1,0 +1,903 @@
+"""The bad-input catalogue: every wrong call raises the right error, on every rank, and the ranks stay in step.
+
+Each catalogue entry names a call, the error type it must raise and a
+distinctive fragment of the message (what was expected and what was got).
+``docs/errors.md`` lists every entry.  The entries are grouped into a few
+tests (one per area) so the MPI cases start few jobs; every test takes the
+``world`` fixture, so it runs simulated (1, 2, 3, 4, 8 ranks) and under
+``mpiexec`` with 2 and 4 ranks.
+
+How an entry is checked (``Catalogue``): the call runs inside
+``pytest.raises(type, match=...)`` on every rank; the outcome of every rank
+(passed, or what went wrong) is shared with one small ``allgather`` so every
+rank sees every rank's result, the messages are compared across ranks, and
+then one distribute + ``full_tensor`` proves the ranks are still in step.
+Failures are collected, not raised, so one wrong entry never hides the
+others and never leaves a rank behind; the test fails at the end with the
+list.  Entries marked ``bug=`` (and ``# Regression:`` in the source) are
+defects this catalogue found and that were fixed; the text says what the
+library once did, and is shown if it ever comes back.
+
+Calls that go wrong on ONE rank only (another rank's input is fine) would
+hang a ``world`` test if the library forgets to tell the other ranks, so
+they run in ``mpiexec`` subprocesses with a watchdog instead
+(``test_bad_input_on_one_rank_raises_on_every_rank_without_a_hang``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import pytest
+
+import dtensor_np as dt
+from dtensor_np import Partial, Replicate, Shard
+from dtensor_np.placements import placements_str
+
+R = Replicate()
+NAN, INF = np.nan, np.inf
+
+
+# ---------------------------------------------------------------------------
+# the catalogue checker
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Outcome:
+    """One rank's result for one entry."""
+
+    ok: bool
+    detail: str  # what went wrong (empty when ok)
+    error: str = ""  # type name of the exception raised, if any
+    message: str = ""
+
+
+def _attempt(fn: Callable[[], Any], exc_type: Any, match: str) -> Outcome:
+    """Run ``fn`` under ``pytest.raises(exc_type, match=match)``; never raises."""
+    try:
+        with pytest.raises(exc_type, match=match) as info:
+            fn()
+    except pytest.fail.Exception:  # nothing was raised
+        return Outcome(False, "raised nothing")
+    except AssertionError as wrong:  # raised the right type, but the message does not match
+        return Outcome(False, f"message does not match: {wrong}")
+    except Exception as other:  # noqa: BLE001 - a wrong type is a result to report
+        return Outcome(False, f"raised {type(other).__name__}: {other}", type(other).__name__, str(other))
+    return Outcome(True, "", type(info.value).__name__, str(info.value))
+
+
+def _expected_name(exc_type: Any) -> str:
+    if isinstance(exc_type, tuple):
+        return " or ".join(t.__name__ for t in exc_type)
+    return exc_type.__name__
+
+
+@dataclass
+class Catalogue:
+    """Runs catalogue entries on every rank of ``world``; collects failures; keeps the ranks in step."""
+
+    world: Any
+    failures: list[str] = field(default_factory=list)
+    entries: int = 0
+
+    def __post_init__(self) -> None:
+        self.mesh = dt.DeviceMesh((self.world.size,), backend=self.world.kind)
+        self.step = 0
+
+    # -- communication between the test's ranks --------------------------------
+    def gather(self, item: Any) -> list[Any]:
+        """``item`` from every process (one process when simulated)."""
+        if self.world.kind == "mpi":
+            return self.world.backend.comm.allgather(item)
+        return [item]
+
+    def where(self, index: int) -> str:
+        return f"MPI rank {index}" if self.world.kind == "mpi" else "the simulated process"
+
+    # -- entries ----------------------------------------------------------------
+    def raises(
+        self,
+        name: str,
+        exc_type: Any,
+        match: str,
+        fn: Callable[[], Any],
+        *,
+        same_message: bool = True,
+        bug: Optional[str] = None,
+    ) -> None:
+        """Entry: ``fn()`` raises ``exc_type`` with a message matching ``match`` on every rank."""
+        self.entries += 1
+        outcomes = self.gather(_attempt(fn, exc_type, match))
+        problems = [f"{self.where(i)}: {o.detail}" for i, o in enumerate(outcomes) if not o.ok]
+        if not problems and len({o.error for o in outcomes}) > 1:
+            problems.append("the ranks raised different types: " + ", ".join(o.error for o in outcomes))
+        if not problems and same_message and len({o.message for o in outcomes}) > 1:
+            problems.append("the ranks' messages differ: " + " | ".join(repr(o.message) for o in outcomes))
+        self._record(name, f"expected {_expected_name(exc_type)} matching {match!r}", problems, bug)
+
+    def works(self, name: str, fn: Callable[[], Any], *, bug: Optional[str] = None) -> None:
+        """Entry: ``fn()`` (which asserts on values) completes on every rank."""
+        self.entries += 1
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's own warnings (mean of empty, inf - inf)
+                fn()
+            outcome = Outcome(True, "")
+        except Exception as e:  # noqa: BLE001
+            outcome = Outcome(False, f"{type(e).__name__}: {e}"[:2000])
+        problems = [f"{self.where(i)}: {o.detail}" for i, o in enumerate(self.gather(outcome)) if not o.ok]
+        self._record(name, "expected to work and equal NumPy", problems, bug)
+
+    def _record(self, name: str, expected: str, problems: list[str], bug: Optional[str]) -> None:
+        if problems:
+            tag = f" [regression: {bug}]" if bug else ""
+            self.failures.append(f"{name}{tag}\n    {expected}; got:\n      " + "\n      ".join(problems))
+        self.in_step(name)
+
+    def in_step(self, after: str) -> None:
+        """One distribute + full_tensor on every rank: the ranks are still in step after ``after``."""
+        self.step += 1
+        full = np.arange(2.0 * self.world.size + 1) + self.step
+        try:
+            got = dt.distribute_tensor(full, self.mesh, [Shard(0)]).full_tensor()
+            detail = "" if np.array_equal(got, full) else f"full_tensor gave {got.tolist()}, expected {full.tolist()}"
+        except Exception as e:  # noqa: BLE001
+            detail = f"{type(e).__name__}: {e}"
+        bad = [f"{self.where(i)}: {d}" for i, d in enumerate(self.gather(detail)) if d]
+        if bad:
+            pytest.fail(f"the ranks are out of step after {after!r}: " + "; ".join(bad))
+
+    def finish(self) -> None:
+        """The last collective, then fail with every entry that went wrong."""
+        self.in_step("the last entry")
+        if not self.failures:
+            return
+        head = f"{len(self.failures)} of {self.entries} catalogue entries failed on {self.world}"
+        if self.world.kind == "mpi" and self.world.ranks[0] != 0:  # rank 0 prints every rank's details
+            pytest.fail(head + " (details in rank 0's report): " + "; ".join(f.split("\n")[0] for f in self.failures),
+                        pytrace=False)
+        pytest.fail(head + ":\n" + "\n".join(self.failures), pytrace=False)
+
+
+def per_rank(world: Any, mesh: dt.DeviceMesh, make: Callable[[int], Any]) -> Any:
+    """``from_local``'s ``local`` argument: ``make(rank)`` under MPI, ``{rank: make(rank)}`` simulated."""
+    if mesh.backend == "mpi":
+        return make(world.ranks[0])
+    return {r: make(r) for r in range(mesh.world_size)}
+
+
+def two_d_mesh(world: Any) -> Optional[dt.DeviceMesh]:
+    n = world.size
+    return dt.DeviceMesh((2, n // 2), backend=world.kind) if n >= 4 and n % 2 == 0 else None
+
+
+def equal(got: Any, want: Any) -> None:
+    """Same values (NaN == NaN, -0.0 == 0.0 as NumPy's assert), same dtype and shape."""
+    want = np.asarray(want)
+    got = np.asarray(got)
+    np.testing.assert_array_equal(got, want, strict=True)
+
+
+class FakeCupyArray:
+    """Looks like a CuPy array to ``from_local``'s check (its type lives in the ``cupy`` package)."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.dtype, self.shape, self.ndim = a.dtype, a.shape, a.ndim
+
+
+FakeCupyArray.__module__ = "cupy._core.core"
+
+
+# ---------------------------------------------------------------------------
+# 1. placements, specs, meshes, redistribute, ops, dtypes, src_data_rank
+# ---------------------------------------------------------------------------
+def test_catalogue_placements_specs_meshes_and_ops(world):
+    cat = Catalogue(world)
+    n = world.size
+    mesh = cat.mesh
+    mesh2 = two_d_mesh(world)
+    a = np.arange(12.0).reshape(3, 4)
+    x = dt.distribute_tensor(a, mesh, [Shard(0)])
+    ShardingError = dt.ShardingError
+
+    # -- placements of the wrong length, out-of-range dims, 0-d arrays ----------
+    cat.raises("placements too long", ShardingError, r"expected 1 placements \(one per dim of mesh \(\d+,\)\), got 2: S\(0\)R",
+               lambda: dt.distribute_tensor(a, mesh, [Shard(0), R]))
+    cat.raises("placements empty", ShardingError, r"expected 1 placements .*got 0",
+               lambda: dt.distribute_tensor(a, mesh, []))
+    if mesh2 is not None:
+        cat.raises("placements too short (2-D mesh)", ShardingError, r"expected 2 placements \(one per dim of mesh \(2, \d+\)\), got 1: S\(0\)",
+                   lambda: dt.distribute_tensor(a, mesh2, [Shard(0)]))
+    cat.raises("Shard dim out of range", ShardingError, r"S\(2\) is out of range for a 2-d array \(dims -2\.\.1\)",
+               lambda: dt.distribute_tensor(a, mesh, [Shard(2)]))
+    cat.raises("negative Shard dim out of range", ShardingError, r"S\(-3\) is out of range for a 2-d array",
+               lambda: dt.distribute_tensor(a, mesh, [Shard(-3)]))
+    cat.raises("Shard on a 0-d array", ShardingError, r"cannot place S\(0\) on a 0-d array",
+               lambda: dt.distribute_tensor(np.array(1.5), mesh, [Shard(0)]))
+    cat.raises("Shard on a NumPy scalar", ShardingError, r"cannot place S\(0\) on a 0-d array",
+               lambda: dt.distribute_tensor(np.float64(1.5), mesh, [Shard(0)]))
+
+    # -- placement types ---------------------------------------------------------
+    cat.raises("unknown reduce op Partial('prod')", ShardingError, r"Partial\(reduce_op\) expects one of sum, avg, max, min, got 'prod'",
+               lambda: Partial("prod"))
+    cat.raises("reduce op is case-sensitive Partial('SUM')", ShardingError, r"expects one of sum, avg, max, min, got 'SUM'",
+               lambda: Partial("SUM"))
+    cat.raises("a string instead of a placement", TypeError, r"expected a placement \(Shard\(dim\), Replicate\(\) or Partial\(op\)\), got 'S\(0\)'",
+               lambda: dt.distribute_tensor(a, mesh, ["S(0)"]))
+    cat.raises("Shard of a string", TypeError, r"Shard\(dim\) expects an int tensor dim, got '0'", lambda: Shard("0"))
+    cat.raises("Shard of a float", TypeError, r"Shard\(dim\) expects an int tensor dim, got 0\.0", lambda: Shard(0.0))
+    cat.raises("Shard of a bool", TypeError, r"Shard\(dim\) expects an int tensor dim, got True", lambda: Shard(True))
+    cat.raises("one placement instead of a list", TypeError, r"placements must be a list or tuple of placements, got Shard\(dim=0\)",
+               lambda: dt.distribute_tensor(a, mesh, Shard(0)))
+
+    # -- specs and metadata ------------------------------------------------------
+    cat.raises("DTensorSpec given a tuple for the mesh", TypeError, r"DTensorSpec needs a DeviceMesh, got tuple",
+               lambda: dt.DTensorSpec((n,), [R]))
+    cat.raises("DTensorSpec given a shape for tensor_meta", TypeError, r"tensor_meta must be a TensorMeta, got \(3, 4\)",
+               lambda: dt.DTensorSpec(mesh, [R], (3, 4)))
+    cat.raises("TensorMeta with a negative size", ShardingError, r"TensorMeta shape must be non-negative, got \(-1, 2\)",
+               lambda: dt.TensorMeta((-1, 2), "float64"))
+    # Regression: TensorMeta("ab", ...) leaks int()'s ValueError ("invalid literal for int() with base 10: 'a'").
+    cat.raises("TensorMeta with a string shape", TypeError, r"TensorMeta shape must be a sequence of ints, got 'ab'",
+               lambda: dt.TensorMeta("ab", "float64"),
+               bug="expected TypeError 'TensorMeta shape must be a sequence of ints, got 'ab''; "
+                   "got ValueError \"invalid literal for int() with base 10: 'a'\"")
+    # Regression: TensorMeta((1.5, 2), ...) silently truncates to (1, 2).
+    cat.raises("TensorMeta with a fractional size", TypeError, r"TensorMeta shape must be a sequence of ints, got \(1\.5, 2\)",
+               lambda: dt.TensorMeta((1.5, 2), "float64"),
+               bug="expected TypeError naming (1.5, 2); got no error: the shape silently becomes (1, 2)")
+    cat.raises("distribute_tensor given a tuple for the mesh", TypeError, r"distribute_tensor needs a DeviceMesh, got tuple",
+               lambda: dt.distribute_tensor(a, (n,), [R]))
+    cat.raises("distribute_tensor of a DTensor", TypeError, r"expected a NumPy or CuPy array for the array, got a DTensor",
+               lambda: dt.distribute_tensor(x, mesh, [R]))
+
+    # -- object, string and other dtypes MPI cannot move -------------------------
+    for label, bad in [
+        ("object", np.array([1, "a", None], dtype=object)),
+        ("str", np.array(["ab", "c"])),
+        ("bytes", np.array([b"ab", b"c"])),
+        ("datetime64", np.array(["2024-01-01", "2024-01-02"], dtype="datetime64[D]")),
+        ("void", np.zeros(2, dtype="V4")),
+    ]:
+        cat.raises(f"distribute_tensor of a {label} array", TypeError,
+                   rf"dtensor_np distributes numeric and bool arrays; the array has dtype {re.escape(str(bad.dtype))}",
+                   lambda bad=bad: dt.distribute_tensor(bad, mesh, [R]))
+    cat.raises("distribute_tensor of a list of strings", TypeError, r"the array has dtype <U",
+               lambda: dt.distribute_tensor(["a", "b"], mesh, [R]))
+    if n > 1:  # one rank: a Partial over one rank never reduces, so there is nothing to refuse
+        cat.raises("Partial('avg') of an integer array", TypeError, r"'avg' needs a floating or complex dtype, got int64",
+                   lambda: dt.distribute_tensor(np.arange(6), mesh, [Partial("avg")]).full_tensor())
+
+    # -- redistribute ------------------------------------------------------------
+    p_sum = dt.distribute_tensor(a, mesh, [Partial("sum")])
+    p_max = dt.distribute_tensor(a, mesh, [Partial("max")])
+    if n > 1:
+        cat.raises("redistribute Shard -> Partial(sum)", ShardingError,
+                   r"cannot redistribute S\(0\) to P\(sum\) on mesh dim 0: a new Partial only comes from Replicate\(\)",
+                   lambda: x.redistribute([Partial("sum")]))
+        cat.raises("redistribute Shard -> Partial(max)", ShardingError,
+                   r"cannot redistribute S\(0\) to P\(max\) on mesh dim 0: a new Partial only comes from Replicate\(\)",
+                   lambda: x.redistribute([Partial("max")]))
+        cat.raises("redistribute Partial(sum) -> Partial(max)", ShardingError,
+                   r"cannot redistribute P\(sum\) to P\(max\) on mesh dim 0: Partials of different reduce ops do not convert",
+                   lambda: p_sum.redistribute([Partial("max")]))
+        cat.raises("redistribute Partial(max) -> Partial(min)", ShardingError,
+                   r"cannot redistribute P\(max\) to P\(min\) on mesh dim 0",
+                   lambda: p_max.redistribute([Partial("min")]))
+        if mesh2 is not None:
+            y2 = dt.distribute_tensor(a, mesh2, [R, Shard(1)])
+            cat.raises("redistribute Shard -> Partial on mesh dim 1", ShardingError,
+                       r"cannot redistribute S\(1\) to P\(sum\) on mesh dim 1",
+                       lambda: y2.redistribute([R, Partial("sum")]))
+    else:  # one rank holds the whole array: every placement is the same data, so these work
+        cat.works("Shard -> Partial on a one-rank mesh keeps the value",
+                  lambda: equal(x.redistribute([Partial("sum")]).full_tensor(), a))
+        cat.works("Partial(sum) -> Partial(max) on a one-rank mesh keeps the value",
+                  lambda: equal(p_sum.redistribute([Partial("max")]).full_tensor(), a))
+    cat.raises("redistribute with the wrong number of placements", ShardingError, r"expected 1 placements .*got 2: RR",
+               lambda: x.redistribute([R, R]))
+    cat.raises("redistribute to a string", TypeError, r"expected a placement .*got 'R'", lambda: x.redistribute(["R"]))
+    cat.raises("redistribute to one placement, not a list", TypeError, r"placements must be a list or tuple of placements, got Replicate\(\)",
+               lambda: x.redistribute(R))
+    cat.raises("redistribute to an out-of-range Shard", ShardingError, r"S\(5\) is out of range for a 2-d array",
+               lambda: x.redistribute([Shard(5)]))
+    cat.raises("redistribute with a shard order that does not match", ShardingError,
+               r"shard order \(\(1, \(0,\)\),\) does not match placements S\(0\)",
+               lambda: x.redistribute([Shard(0)], shard_order=((1, (0,)),)))
+    other = dt.DeviceMesh((n,), dim_names=("w",), backend=world.kind)
+    cat.raises("plan_redistribute between two meshes", ShardingError, r"cannot redistribute between different meshes",
+               lambda: dt.plan_redistribute(x.spec, dt.DTensorSpec(other, [R], x.spec.tensor_meta)))
+    cat.works("x is unchanged after the refused redistributes", lambda: equal(x.full_tensor(), a))
+
+    # -- operands that do not fit together ----------------------------------------
+    y_other = dt.distribute_tensor(a, other, [Shard(0)])
+    cat.raises("np.add of DTensors on two meshes", ShardingError,
+               r"numpy\.add: the DTensors live on different meshes, DeviceMesh\(\(\d+,\)[^)]*\) and DeviceMesh\(\(\d+,\), dim_names=\('w',\)",
+               lambda: np.add(x, y_other))
+    cat.raises("x @ y on two meshes", ShardingError, r"numpy\.matmul: the DTensors live on different meshes",
+               lambda: x @ y_other.T)
+    if mesh2 is not None:
+        cat.raises("x + y on a 1-D and a 2-D mesh of the same ranks", ShardingError,
+                   r"numpy\.add: the DTensors live on different meshes",
+                   lambda: x + dt.distribute_tensor(a, mesh2, [R, R]))
+    plain = "a plain ndarray cannot be mixed with DTensors in one call; distribute it first"
+    cat.raises("np.add(DTensor, ndarray)", TypeError, plain, lambda: np.add(x, a))
+    cat.raises("ndarray + DTensor", TypeError, plain, lambda: a + x)
+    cat.raises("DTensor @ ndarray", TypeError, plain, lambda: x @ a.T)
+    cat.raises("np.where with an ndarray", TypeError, plain, lambda: np.where(x > 1, x, a))
+    no_gather = r"a DTensor does not turn into one array implicitly \(that would gather it silently\); call x\.full_tensor\(\)"
+    cat.raises("np.asarray(DTensor)", TypeError, no_gather, lambda: np.asarray(x))
+    cat.raises("np.array(DTensor)", TypeError, no_gather, lambda: np.array(x))
+    cat.raises("float() of a 0-d DTensor", TypeError, r"float\(\) argument must be .*not 'DTensor'",
+               lambda: float(dt.distribute_tensor(np.array(2.0), mesh, [R])))
+    # Regression: DTensor has __len__ but no __bool__, so `if x:` is len(x) > 0: True here, silently.
+    cat.raises("bool() of a DTensor with several elements", ValueError, r"truth value of a DTensor with more than one element is ambiguous",
+               lambda: bool(x),
+               bug="expected ValueError like NumPy's ('truth value ... is ambiguous'); got True (from __len__)")
+    # Regression: bool() of a one-element DTensor would need a gather; like np.asarray it must refuse.
+    cat.raises("bool() of a one-element DTensor", TypeError, r"full_tensor\(\)",
+               lambda: bool(dt.distribute_tensor(np.array([0.0]), mesh, [R])),
+               bug="expected TypeError pointing to full_tensor() (no silent gather); got True for the value 0.0 (from __len__)")
+    cat.raises("an op with no rule (np.sort)", ShardingError, r"no sharding rule for numpy\.sort: call it on x\.full_tensor\(\)",
+               lambda: np.sort(x))
+    cat.raises("an op with no rule (np.cumsum)", ShardingError, r"no sharding rule for numpy\.cumsum", lambda: np.cumsum(x))
+    cat.raises("a ufunc method with no rule (np.add.accumulate)", ShardingError, r"no sharding rule for numpy\.add\.accumulate",
+               lambda: np.add.accumulate(x))
+    cat.raises("a reduction axis out of range", ShardingError, r"axis 5 is out of bounds for an array of dimension 2",
+               lambda: np.sum(x, axis=5))
+    cat.raises("a repeated reduction axis", ShardingError, r"duplicate value in axis", lambda: np.sum(x, axis=(0, 0)))
+    cat.raises("shapes that do not broadcast", ShardingError, r"has size 4 in one input and 5 in another",
+               lambda: np.add(x, dt.distribute_tensor(np.ones(5), mesh, [R])))
+    cat.raises("matmul with mismatched inner dims", ShardingError, r"has size 4 in one input and 3 in another",
+               lambda: x @ dt.distribute_tensor(np.ones((3, 2)), mesh, [R]))
+    cat.raises("reshape to a different size", ValueError, r"cannot reshape array of size 12 into shape \(5, ?2\)",
+               lambda: x.reshape(5, 2))
+    cat.raises("np.sum(out=...)", ShardingError, r"numpy\.sum on DTensors does not support out=",
+               lambda: np.sum(x, axis=0, out=np.zeros(4)))
+    cat.raises("a ufunc with out=", ShardingError, r"numpy\.add on DTensors supports the keywords .*got \['out'\]",
+               lambda: np.add(x, x, out=x))
+
+    # -- meshes: sub-meshes and unflatten ------------------------------------------
+    named = dt.DeviceMesh((2, 2), dim_names=("dp", "tp"))
+    cat.raises("sub-mesh of a mesh without names", ShardingError, r"this mesh has no dim names; build it with dim_names",
+               lambda: dt.DeviceMesh((2, 2))["tp"])
+    cat.raises("sub-mesh of an unknown name", ShardingError, r"mesh has no dim named 'xx'; its dims are \('dp', 'tp'\)",
+               lambda: named["xx"])
+    cat.raises("sub-mesh dims out of order", ShardingError, r"sub-mesh dims must be distinct and in mesh order \('dp', 'tp'\), got \('tp', 'dp'\)",
+               lambda: named["tp", "dp"])
+    cat.raises("sub-mesh dims repeated", ShardingError, r"must be distinct and in mesh order .*got \('tp', 'tp'\)",
+               lambda: named["tp", "tp"])
+    # Regression: mesh[0] leaks "'int' object is not iterable".
+    cat.raises("sub-mesh by index", TypeError, r"dim name.*got 0",
+               lambda: named[0],
+               bug="expected TypeError saying sub-meshes are taken by dim name, got 0; got TypeError \"'int' object is not iterable\"")
+    flat = dt.DeviceMesh((4,), dim_names=("world",))
+    cat.raises("unflatten sizes that do not multiply to the dim", ShardingError, r"unflatten sizes \(3, 2\) must multiply to mesh dim size 4",
+               lambda: dt.DeviceMesh((4,)).unflatten(0, (3, 2)))
+    cat.raises("unflatten into no sizes", ShardingError, r"unflatten sizes \(\) must multiply to mesh dim size 4",
+               lambda: dt.DeviceMesh((4,)).unflatten(0, ()))
+    cat.raises("unflatten of a named mesh without names", ShardingError, r"name the 2 new dims: this mesh has dim names \('world',\)",
+               lambda: flat.unflatten(0, (2, 2)))
+    cat.raises("unflatten with too few names", ShardingError, r"expected 2 dim names for mesh shape \(2, 2\), got 1",
+               lambda: flat.unflatten(0, (2, 2), ("dp",)))
+    cat.raises("unflatten with repeated names", ShardingError, r"mesh dim names must be unique strings, got \('dp', 'dp'\)",
+               lambda: flat.unflatten(0, (2, 2), ("dp", "dp")))
+    cat.raises("unflatten a name already taken", ShardingError, r"mesh dim names must be unique strings, got \('a', 'a', 'c'\)",
+               lambda: dt.DeviceMesh((2, 4), ("a", "b")).unflatten("b", (2, 2), ("a", "c")))
+    cat.raises("unflatten a dim the mesh lacks", ShardingError, r"mesh dim must be in \[0, 1\) or a dim name, got 1",
+               lambda: flat.unflatten(1, (2, 2), ("dp", "tp")))
+    # Regression: unflatten(0, "22") recurses until RecursionError.
+    cat.raises("unflatten with a string of sizes", (TypeError, ShardingError), r"sizes.*'22'",
+               lambda: dt.DeviceMesh((4,)).unflatten(0, "22"),
+               bug="expected TypeError 'unflatten sizes must be a sequence of positive ints, got '22''; got RecursionError")
+    # Regression: unflatten(0, 4) leaks "'int' object is not iterable".
+    cat.raises("unflatten with one int for the sizes", (TypeError, ShardingError), r"sizes.*got 4",
+               lambda: dt.DeviceMesh((4,)).unflatten(0, 4),
+               bug="expected TypeError naming the sizes, got 4; got TypeError \"'int' object is not iterable\"")
+    # Regression: unflatten(0, (2.0, 2)) leaks "'float' object is not iterable".
+    cat.raises("unflatten with a float size", (TypeError, ShardingError), r"sizes.*\(2\.0, 2\)",
+               lambda: dt.DeviceMesh((4,)).unflatten(0, (2.0, 2)),
+               bug="expected an error naming the sizes (2.0, 2); got TypeError \"'float' object is not iterable\"")
+    # Regression: a single string for two names is split into characters: ("a", "b").
+    cat.raises("unflatten with one string for two names", ShardingError, r"expected 2 dim names .*got 1",
+               lambda: flat.unflatten(0, (2, 2), "ab"),
+               bug="expected ShardingError 'expected 2 dim names ..., got 1: ('ab',)' (DeviceMesh treats a str as one name); "
+                   "got DeviceMesh((2, 2), dim_names=('a', 'b'))")
+    cat.raises("a mesh with a zero-size dim", ShardingError, r"mesh shape must be a non-empty tuple of positive ints, got \(2, 0\)",
+               lambda: dt.DeviceMesh((2, 0)))
+    cat.raises("a mesh of no dims", ShardingError, r"non-empty tuple of positive ints, got \(\)", lambda: dt.DeviceMesh(()))
+    cat.raises("a mesh with too few names", ShardingError, r"expected 2 dim names for mesh shape \(2, 2\), got 1",
+               lambda: dt.DeviceMesh((2, 2), ("a",)))
+    cat.raises("a mesh on an unknown backend", ShardingError, r"mesh backend must be one of \('simulated', 'mpi'\), got 'nccl'",
+               lambda: dt.DeviceMesh((n,), backend="nccl"))
+    cat.raises("init_device_mesh on an unknown backend", ShardingError, r"backend must be None, 'simulated' or 'mpi', got 'nccl'",
+               lambda: dt.init_device_mesh((n,), backend="nccl"))
+    cat.raises("a rank outside the mesh", ShardingError, rf"rank must be in \[0, {n}\), got {n}",
+               lambda: mesh.coordinate_of(n))
+
+    # -- an MPI world whose size differs from the mesh -----------------------------
+    if world.kind == "mpi":
+        cat.raises("init_device_mesh((n+1,)) under mpiexec -n n", ShardingError,
+                   rf"launched by mpiexec with {n} ranks, but the mesh \({n + 1},\) has {n + 1}: run `mpiexec -n {n + 1} \.\.\.`",
+                   lambda: dt.init_device_mesh((n + 1,)))
+        cat.raises("init_device_mesh((3,)) under mpiexec -n n", ShardingError,
+                   rf"launched by mpiexec with {n} ranks, but the mesh \(3,\) has 3",
+                   lambda: dt.init_device_mesh((3,)))
+        cat.raises("init_device_mesh(backend='mpi') of another size", ShardingError,
+                   rf"backend='mpi' needs an MPI world of {2 * n} ranks for mesh \(2, {n}\), got {n}",
+                   lambda: dt.init_device_mesh((2, n), backend="mpi"))
+        cat.raises("a DeviceMesh(backend='mpi') larger than the world", ShardingError,
+                   rf"mesh \({2 * n},\) spans {2 * n} ranks but the MPI world has {n}",
+                   lambda: dt.distribute_tensor(a, dt.DeviceMesh((2 * n,), backend="mpi"), [R]))
+        cat.raises("a DeviceMesh(backend='mpi') smaller than the world", ShardingError,
+                   rf"mesh \(1,\) spans 1 ranks but the MPI world has {n}",
+                   lambda: dt.distribute_tensor(a, dt.DeviceMesh((1,), backend="mpi"), [R]))
+    else:
+        def simulated_of_any_size():
+            assert dt.init_device_mesh((n + 1,)).backend == "simulated"
+
+        cat.works("init_device_mesh outside mpiexec is simulated, of any size", simulated_of_any_size)
+
+    # -- src_data_rank -------------------------------------------------------------
+    # Regression (simulated only): src_data_rank is checked under MPI only; simulated accepts any value.
+    sim_bug = None if world.kind == "mpi" else "expected the same ShardingError as under MPI; got no error in simulated mode"
+    cat.raises("src_data_rank past the last rank", ShardingError, rf"src_data_rank must be a rank in \[0, {n}\), got {n}",
+               lambda: dt.distribute_tensor(a, mesh, [Shard(0)], src_data_rank=n), bug=sim_bug)
+    cat.raises("negative src_data_rank", ShardingError, rf"src_data_rank must be a rank in \[0, {n}\), got -1",
+               lambda: dt.distribute_tensor(a, mesh, [Shard(0)], src_data_rank=-1), bug=sim_bug)
+    # Regression: a non-int src_data_rank leaks "'<=' not supported between instances of 'int' and 'str'" (MPI)
+    # or is ignored (simulated).
+    cat.raises("src_data_rank of the wrong type", TypeError, r"src_data_rank must be an int rank .*or None, got '0'",
+               lambda: dt.distribute_tensor(a, mesh, [Shard(0)], src_data_rank="0"),
+               bug="expected TypeError 'src_data_rank must be an int rank in [0, n) or None, got '0''; got "
+                   + ("TypeError \"'<=' not supported between instances of 'int' and 'str'\"" if world.kind == "mpi"
+                      else "no error in simulated mode"))
+    cat.works("src_data_rank=None and the last rank work", lambda: (
+        equal(dt.distribute_tensor(a, mesh, [Shard(1)], src_data_rank=None).full_tensor(), a),
+        equal(dt.distribute_tensor(a, mesh, [Shard(1)], src_data_rank=n - 1).full_tensor(), a),
+    ))
+    cat.finish()
+
+
+# ---------------------------------------------------------------------------
+# 2. from_local: wrong arguments, and shards that disagree across ranks
+# ---------------------------------------------------------------------------
+def test_catalogue_from_local(world):
+    cat = Catalogue(world)
+    n = world.size
+    mesh = cat.mesh
+    mpi = world.kind == "mpi"
+    bad = n - 1  # the rank with the wrong shard (not rank 0, whose row the check compares against)
+    ShardingError = dt.ShardingError
+
+    def good(r: int) -> np.ndarray:
+        return np.arange(3.0) + 3 * r
+
+    def with_bad(make_bad: Callable[[int], Any], make_good: Callable[[int], Any] = good) -> Any:
+        return per_rank(world, mesh, lambda r: make_bad(r) if r == bad else make_good(r))
+
+    full = np.arange(3.0 * n)
+    cat.works("from_local of good shards", lambda: equal(dt.DTensor.from_local(per_rank(world, mesh, good), mesh, [Shard(0)]).full_tensor(), full))
+
+    # -- arguments that are wrong on every rank -------------------------------------
+    cat.raises("from_local given a tuple for the mesh", TypeError, r"from_local needs a DeviceMesh, got tuple",
+               lambda: dt.DTensor.from_local(per_rank(world, mesh, good), (n,), [Shard(0)]))
+    cat.raises("from_local with the wrong number of placements", ShardingError, r"expected 1 placements .*got 2: S\(0\)R",
+               lambda: dt.DTensor.from_local(per_rank(world, mesh, good), mesh, [Shard(0), R]))
+    cat.raises("from_local with a string placement", TypeError, r"expected a placement .*got 'S\(0\)'",
+               lambda: dt.DTensor.from_local(per_rank(world, mesh, good), mesh, ["S(0)"]))
+    cat.raises("from_local with one placement, not a list", TypeError, r"placements must be a list or tuple of placements, got Shard\(dim=0\)",
+               lambda: dt.DTensor.from_local(per_rank(world, mesh, good), mesh, Shard(0)))
+    cat.raises("from_local with a shape of the wrong ndim", ShardingError, r"from_local: shape \(3, 1\) has 2 dims, the shards have 1",
+               lambda: dt.DTensor.from_local(per_rank(world, mesh, good), mesh, [Shard(0)], shape=(3, 1)))
+    cat.raises("from_local with a shape the shards do not tile", ShardingError,
+               rf"from_local: shards do not tile global shape \({3 * n + 1},\) with placements \['S\(0\)'\]",
+               lambda: dt.DTensor.from_local(per_rank(world, mesh, good), mesh, [Shard(0)], shape=(3 * n + 1,)))
+    cat.raises("from_local with a negative shape", ShardingError, r"shape must be non-negative, got \(-3,\)",
+               lambda: dt.DTensor.from_local(per_rank(world, mesh, good), mesh, [R], shape=(-3,)))
+    # Regression: a fractional global shape is truncated silently (TensorMeta runs int() on it).
+    cat.raises("from_local with a fractional shape", TypeError, r"shape must be a sequence of ints, got \(3\.5,\)",
+               lambda: dt.DTensor.from_local(per_rank(world, mesh, good), mesh, [R], shape=(3.5,)),
+               bug="expected TypeError naming (3.5,); got a DTensor of shape (3,)")
+    if mpi:
+        cat.raises("from_local given {rank: array} under MPI", TypeError,
+                   r"under MPI, from_local takes this rank's own array, not a mapping of ranks",
+                   lambda: dt.DTensor.from_local({world.ranks[0]: good(world.ranks[0])}, mesh, [Shard(0)]))
+    else:
+        ranks = list(range(n))
+        cat.raises("from_local given one array in simulated mode", TypeError,
+                   r"in simulated mode, from_local takes \{rank: array\} for every rank .*got ndarray",
+                   lambda: dt.DTensor.from_local(good(0), mesh, [Shard(0)]))
+        cat.raises("from_local missing a rank's shard", ShardingError, rf"expected shards for ranks {re.escape(str(ranks))}, got ranks {re.escape(str(ranks[:-1]))}",
+                   lambda: dt.DTensor.from_local({r: good(r) for r in range(n - 1)}, mesh, [Shard(0)]))
+        cat.raises("from_local with a shard for a rank outside the mesh", ShardingError,
+                   rf"expected shards for ranks {re.escape(str(ranks))}, got ranks {re.escape(str(ranks + [n]))}",
+                   lambda: dt.DTensor.from_local({r: good(r) for r in range(n + 1)}, mesh, [Shard(0)]))
+        cat.raises("from_local with string rank keys", ShardingError, r"expected shards for ranks .*got ranks \['0'",
+                   lambda: dt.DTensor.from_local({str(r): good(r) for r in range(n)}, mesh, [Shard(0)]))
+        small = dt.distribute_tensor(np.arange(4.0), dt.DeviceMesh((n + 1,)), [Shard(0)]).to_local()
+        cat.raises("from_local of another mesh's LocalTensor", ShardingError,
+                   rf"expected shards for ranks {re.escape(str(ranks))}, got ranks {re.escape(str(list(range(n + 1))))}",
+                   lambda: dt.DTensor.from_local(small, mesh, [Shard(0)]))
+
+    # -- one rank's shard disagrees with the others' (checked together: every rank raises) --
+    if n > 1:
+        cat.raises("from_local: one rank's shard has another shape (Replicate)", ShardingError,
+                   rf"from_local: shards do not tile global shape \(3,\) with placements \['R'\] \(torch\.chunk sizes\): rank {bad} holds \(5,\), expected \(3,\)",
+                   lambda: dt.DTensor.from_local(with_bad(lambda r: np.arange(5.0)), mesh, [R]))
+        cat.raises("from_local: one rank's shard has another length (Shard)", ShardingError,
+                   rf"from_local: shards do not tile global shape \({3 * (n - 1) + 5},\) .*rank {bad} holds \(5,\)",
+                   lambda: dt.DTensor.from_local(with_bad(lambda r: np.arange(5.0)), mesh, [Shard(0)]))
+        cat.raises("from_local: one rank's shard has another dtype", ShardingError,
+                   rf"from_local: the ranks' shards disagree on array library, dtype or ndim: rank 0: numpy float64 \(3,\); .*rank {bad}: numpy float32 \(3,\)",
+                   lambda: dt.DTensor.from_local(with_bad(lambda r: good(r).astype(np.float32)), mesh, [Shard(0)]))
+        cat.raises("from_local: one rank's shard is from another array library", ShardingError,
+                   rf"disagree on array library, dtype or ndim: rank 0: numpy float64 \(3,\); .*rank {bad}: cupy float64 \(3,\)",
+                   lambda: dt.DTensor.from_local(with_bad(lambda r: FakeCupyArray(good(r))), mesh, [Shard(0)]))
+        cat.raises("from_local: one rank's shard has another ndim", ShardingError,
+                   rf"disagree on array library, dtype or ndim: .*rank {bad}: numpy float64 \(3, 1\)",
+                   lambda: dt.DTensor.from_local(with_bad(lambda r: good(r).reshape(3, 1)), mesh, [R]))
+        # Regression: the rank with the bad shard raises TypeError("... got str") that does not name it; the
+        # other ranks raise ShardingError("from_local: rank N's shard is not a NumPy or CuPy array").
+        cat.raises("from_local: one rank's shard is not an array", TypeError,
+                   rf"rank {bad}'s shard is not a NumPy or CuPy array",
+                   lambda: dt.DTensor.from_local(with_bad(lambda r: "abc"), mesh, [Shard(0)]),
+                   same_message=False,
+                   bug=f"expected TypeError naming rank {bad} on every rank; got TypeError 'from_local expects a NumPy or CuPy "
+                       f"array for each shard, got str' (no rank named) on rank {bad}"
+                       + (" and ShardingError on the other ranks" if mpi else " (simulated)"))
+        # Regression: same split for an object-dtype shard (TypeError without the rank there, ShardingError elsewhere).
+        cat.raises("from_local: one rank's shard has object dtype", TypeError,
+                   rf"rank {bad}'s shard has a dtype that cannot be distributed",
+                   lambda: dt.DTensor.from_local(with_bad(lambda r: good(r).astype(object)), mesh, [Shard(0)]),
+                   same_message=False,
+                   bug=f"expected TypeError naming rank {bad} on every rank; got TypeError 'dtensor_np distributes numeric "
+                       f"and bool arrays; the local shard has dtype object ...' (no rank named) on rank {bad}"
+                       + (" and ShardingError on the other ranks" if mpi else " (simulated)"))
+        # Regression: the rank with the 0-d shard says "a 0-d local shard cannot take placements ['S(0)']" without its rank.
+        cat.raises("from_local: one rank's shard is 0-d under Shard(0)", ShardingError,
+                   rf"rank {bad}'s shard .*S\(0\)|S\(0\).*rank {bad}'s shard",
+                   lambda: dt.DTensor.from_local(with_bad(lambda r: np.array(1.0)), mesh, [Shard(0)]),
+                   same_message=False,
+                   bug=f"expected every rank's message to name rank {bad} and S(0); got 'a 0-d local shard cannot take "
+                       f"placements ['S(0)']' (no rank named) on rank {bad}"
+                       + (f", \"from_local: rank {bad}'s shard has a different number of dims ...\" (no placement) elsewhere" if mpi else ""))
+    cat.raises("from_local: every shard has object dtype", TypeError, r"has dtype object",
+               lambda: dt.DTensor.from_local(per_rank(world, mesh, lambda r: good(r).astype(object)), mesh, [Shard(0)]))
+    cat.raises("from_local: every shard is 0-d under Shard(0)", ShardingError, r"0-d local shard cannot take placements \['S\(0\)'\]",
+               lambda: dt.DTensor.from_local(per_rank(world, mesh, lambda r: np.array(1.0)), mesh, [Shard(0)]))
+    cat.works("from_local works again after the refusals",
+              lambda: equal(dt.DTensor.from_local(per_rank(world, mesh, good), mesh, [Shard(0)]).full_tensor(), full))
+    cat.finish()
+
+
+# ---------------------------------------------------------------------------
+# 3. NaN and inf pass through like NumPy; sizes 0 and 1 everywhere
+# ---------------------------------------------------------------------------
+NAN_1D = np.array([1.0, NAN, 3.0, -INF, 5.0, INF, 2.0])
+NAN_2D = np.array(
+    [[1.0, 2.0, NAN], [INF, -INF, 0.0], [4.0, 5.0, 6.0], [NAN, NAN, NAN], [-1.0, INF, 7.0]]
+)
+
+
+class Steps:
+    """The checks of one value entry: every step runs even after a mismatch, so every rank issues the
+    same collectives in the same order (an early ``raise`` on one rank would leave the others waiting)."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def equal(self, what: str, compute: Callable[[], Any], want: Any) -> None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                got = compute()
+                if isinstance(got, dt.DTensor):
+                    got = got.full_tensor()
+            equal(got, want)
+        except Exception as e:  # noqa: BLE001 - AssertionError included
+            self.problems.append(f"{what}: {type(e).__name__}: {e}")
+
+    def reductions(self, x: dt.DTensor, full: np.ndarray, fns: Sequence[Any]) -> None:
+        """``fn(x, axis)`` equals ``fn(full, axis)`` for every fn and axis (None and each dim)."""
+        for fn in fns:
+            for axis in [None, *range(full.ndim)]:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    want = np.asarray(fn(full, axis=axis))
+                self.equal(f"np.{fn.__name__}(axis={axis})", lambda fn=fn, axis=axis: fn(x, axis=axis), want)
+
+    def done(self) -> None:
+        if self.problems:
+            raise AssertionError("\n        ".join(self.problems))
+
+
+def _p(placements: Sequence[Any]) -> str:
+    return placements_str(tuple(placements))
+
+
+def test_catalogue_nan_inf_and_sizes_0_and_1(world):
+    cat = Catalogue(world)
+    meshes = [cat.mesh] + ([two_d_mesh(world)] if two_d_mesh(world) is not None else [])
+
+    # -- NaN and inf pass through distribute, reductions and Partial like NumPy ----------
+    for mesh in meshes:
+        k = mesh.ndim
+        rest = [R] * (k - 1)
+        for full in (NAN_1D, NAN_2D):
+            shardings = [[Shard(0), *rest], [R] * k]
+            if full.ndim == 2:
+                shardings.append([Shard(1), *rest])
+            if k == 2:
+                shardings.append([Shard(0), Shard(0)])
+                if full.ndim == 2:
+                    shardings += [[Shard(0), Shard(1)], [Shard(1), Shard(0)]]
+            for placements in shardings:
+                def reductions(full=full, placements=placements, mesh=mesh):
+                    steps = Steps()
+                    x = dt.distribute_tensor(full, mesh, placements)
+                    steps.equal("full_tensor", lambda: x, full)
+                    steps.reductions(x, full, (np.max, np.min, np.sum, np.mean))
+                    steps.done()
+
+                cat.works(f"NaN/inf: np.max/min/sum/mean of a {full.shape} array on {mesh.shape} {_p(placements)}",
+                          reductions)
+            for op in ("sum", "max", "min", "avg"):
+                cat.works(f"NaN/inf: full_tensor of {_p([Partial(op)] * k)} of a {full.shape} array on {mesh.shape}",
+                          lambda op=op, full=full, mesh=mesh: equal(
+                              dt.distribute_tensor(full, mesh, [Partial(op)] * mesh.ndim).full_tensor(), full))
+
+        # Partial shards holding NaN/inf on some ranks only: reduced like NumPy, NaN positions included
+        last = mesh.world_size - 1
+
+        def shard_of(r: int, last: int = last) -> np.ndarray:
+            return np.array([NAN, INF, -INF, 1.0]) if r == last else np.array([1.0, 2.0, 3.0, NAN if r == 0 else 4.0])
+
+        for op, ufunc in (("sum", np.add), ("max", np.maximum), ("min", np.minimum)):
+            want = ufunc.reduce([shard_of(r) for r in range(mesh.world_size)])
+            for target in ([R] * k, [Shard(0), *rest]):
+                cat.works(f"NaN/inf: {_p([Partial(op)] * k)} with NaN/inf on ranks 0 and {last} -> {_p(target)} on {mesh.shape}",
+                          lambda op=op, want=want, target=target, mesh=mesh, shard_of=shard_of: equal(
+                              dt.DTensor.from_local(per_rank(world, mesh, shard_of), mesh, [Partial(op)] * mesh.ndim)
+                              .redistribute(target).full_tensor(), want))
+
+    # -- size 0: empty arrays, identities where NumPy has them, ValueError where it raises --
+    mesh = cat.mesh
+    for dtype in ("float64", "int64", "bool"):
+        for full in (np.zeros((0, 3), dtype), np.zeros((3, 0), dtype), np.zeros(0, dtype)):
+            for placements in [[R]] + [[Shard(d)] for d in range(full.ndim)]:
+                where = f"a {dtype} {full.shape} array on {_p(placements)}"
+
+                def empty_ops(full=full, placements=placements):
+                    steps = Steps()
+                    x = dt.distribute_tensor(full, mesh, placements)
+                    steps.equal("full_tensor", lambda: x, full)
+                    targets = [[R]] + [[Shard(d)] for d in range(full.ndim)] + ([[Partial("sum")]] if placements == [R] else [])
+                    for target in targets:
+                        steps.equal(f"redistribute to {_p(target)}", lambda target=target: x.redistribute(target), full)
+                    steps.reductions(x, full, (np.sum, np.prod, np.any, np.all, np.mean))
+                    for axis in [d for d in range(full.ndim) if full.shape[d] != 0]:  # an empty result, no error
+                        steps.equal(f"np.max(axis={axis})", lambda axis=axis: np.max(x, axis=axis), np.max(full, axis=axis))
+                    if full.dtype.kind != "b":
+                        steps.equal("x + 1", lambda: x + 1, full + 1)
+                    steps.done()
+
+                cat.works(f"{where}: distribute, redistribute, sum/prod/any/all/mean equal NumPy", empty_ops)
+                if dtype != "float64" and placements != [Shard(0)]:
+                    continue
+                x = dt.distribute_tensor(full, mesh, placements)
+                for fn in (np.max, np.min):  # no identity: NumPy's ValueError, on every rank
+                    for axis in [None] + [d for d in range(full.ndim) if full.shape[d] == 0]:
+                        cat.raises(f"np.{fn.__name__}(axis={axis}) of {where}", ValueError,
+                                   rf"zero-size array to reduction operation {fn.__name__}imum which has no identity",
+                                   lambda fn=fn, axis=axis, x=x: fn(x, axis=axis))
+
+    # -- size 1: one-element dims sharded over more ranks than elements; 0-d arrays -----
+    one_row = np.arange(3.0).reshape(1, 3)
+    column = np.array([[2.0], [3.0]])
+    zero_d = np.array(4.5)
+    for mesh in meshes:
+        k = mesh.ndim
+        rest = [R] * (k - 1)
+        for placements in ([Shard(0), *rest], [Shard(0)] * k, [Shard(1)] * k):
+            def size_one(placements=placements, mesh=mesh, rest=rest):
+                steps = Steps()
+                x = dt.distribute_tensor(one_row, mesh, placements)
+                steps.equal("full_tensor", lambda: x, one_row)
+                steps.reductions(x, one_row, (np.sum, np.max, np.min, np.mean, np.prod))
+                steps.equal("x * 2 + 1", lambda: x * 2 + 1, one_row * 2 + 1)
+                steps.equal("redistribute to S(1)", lambda: x.redistribute([Shard(1), *rest]), one_row)
+                steps.equal("x.T", lambda: x.T, one_row.T)
+                steps.done()
+
+            cat.works(f"a (1, 3) array on {mesh.shape} {_p(placements)}: reductions, ops, redistribute", size_one)
+        for pc, pr in ((Shard(1), Shard(0)), (Shard(1), R), (R, Shard(0))):
+            cat.works(f"(2, 1) @ (1, 3) with the size-1 dim {pc}/{pr} on {mesh.shape}",
+                      lambda pc=pc, pr=pr, mesh=mesh, rest=rest: equal(
+                          (dt.distribute_tensor(column, mesh, [pc, *rest]) @ dt.distribute_tensor(one_row, mesh, [pr, *rest]))
+                          .full_tensor(), column @ one_row))
+
+        def tail_from_local(mesh=mesh):
+            full = np.arange(5.0)  # 5 elements over up to 8 ranks: torch.chunk leaves the tail ranks empty
+            placements = [Shard(0)] + [R] * (mesh.ndim - 1)
+
+            def shard(r: int) -> np.ndarray:
+                shape, offset = dt.compute_local_shape_and_global_offset(full.shape, mesh, placements, mesh.coordinate_of(r))
+                return full[offset[0]:offset[0] + shape[0]]
+
+            steps = Steps()
+            x = dt.DTensor.from_local(per_rank(world, mesh, shard), mesh, placements)
+            steps.equal("shape", lambda: np.array(x.shape), np.array(full.shape))
+            steps.equal("full_tensor", lambda: x, full)
+            steps.equal("np.sum", lambda: np.sum(x), np.asarray(full.sum()))
+            steps.done()
+
+        cat.works(f"from_local with empty tail shards on {mesh.shape}", tail_from_local)
+
+        for placements in ([R] * k, [Partial("sum"), *rest], [Partial("max")] * k):
+            def zero_dim(placements=placements, mesh=mesh):
+                steps = Steps()
+                x = dt.distribute_tensor(zero_d, mesh, placements)
+                steps.equal("full_tensor", lambda: x, zero_d)
+                steps.equal("x + 1", lambda: x + 1, zero_d + 1)
+                steps.equal("np.sum", lambda: np.sum(x), np.asarray(np.sum(zero_d)))
+                steps.equal("redistribute to R", lambda: x.redistribute([R] * mesh.ndim), zero_d)
+                steps.done()
+
+            cat.works(f"a 0-d array on {mesh.shape} {_p(placements)}", zero_dim)
+    cat.raises("len() of a 0-d DTensor", TypeError, r"len\(\) of a 0-d DTensor",
+               lambda: len(dt.distribute_tensor(np.array(1.0), cat.mesh, [R])))
+    cat.finish()
+
+
+# ---------------------------------------------------------------------------
+# 4. bad input on ONE rank: every rank must raise, none may wait forever
+# ---------------------------------------------------------------------------
+ONE_RANK_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys, threading
+    import numpy as np
+    import dtensor_np as dt
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, n = comm.Get_rank(), comm.Get_size()
+    mesh = dt.init_device_mesh((n,))
+    bad = n - 1
+    case, WATCHDOG_S, OUT = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+    report = open(os.path.join(OUT, f"{case}.{rank}.txt"), "w", buffering=1)  # one file per rank: no interleaving
+
+    def hung():
+        report.write("HUNG " + json.dumps(rank) + "\\n")
+        report.flush()
+        os._exit(3)
+
+    watchdog = threading.Timer(WATCHDOG_S, hung)  # mpi4py releases the GIL while it waits in MPI
+    watchdog.daemon = True
+    watchdog.start()
+    good = np.arange(4.0 * n).reshape(2 * n, 2)
+    try:
+        if case == "distribute_object_dtype":
+            dt.distribute_tensor(good.astype(object) if rank == bad else good, mesh, [dt.Shard(0)])
+        elif case == "distribute_placements_fit_one_rank_only":
+            dt.distribute_tensor(good[:, 0] if rank == bad else good, mesh, [dt.Shard(1)])
+        elif case == "from_local_mapping_on_one_rank":
+            local = np.arange(2.0)
+            dt.DTensor.from_local({rank: local} if rank == bad else local, mesh, [dt.Shard(0)])
+        else:
+            raise SystemExit("unknown case " + case)
+        outcome = [rank, "", ""]
+    except Exception as e:
+        outcome = [rank, type(e).__name__, str(e)]
+    report.write("OUTCOME " + json.dumps(outcome) + "\\n")
+    full = np.arange(2.0 * n + 1)
+    try:  # the ranks are in step again: one distribute + full_tensor gives every rank the array
+        got = dt.distribute_tensor(full, mesh, [dt.Shard(0)]).full_tensor()
+        after = "" if np.array_equal(got, full) else "full_tensor gave " + repr(got.tolist())
+    except Exception as e:
+        after = type(e).__name__ + ": " + str(e)
+    watchdog.cancel()
+    report.write("INSTEP " + json.dumps([rank, after]) + "\\n")
+    report.close()
+    """
+)
+
+# case -> (expected error type on every rank, fragment every rank's message must contain, what happens now)
+ONE_RANK_CASES = {
+    # Regression: dtensor.py distribute_tensor: check_array() raises on the bad rank before the broadcast; the others wait in it.
+    "distribute_object_dtype": (
+        "TypeError", "rank {bad}",
+        "rank {bad} raises TypeError (object dtype, no rank named) before the broadcast; the other ranks stay in the "
+        "broadcast, which pairs with rank {bad}'s NEXT collective, so they raise a CollectiveError about that other "
+        "call (or hang, if the next call differs)",
+    ),
+    # Regression: dtensor.py distribute_tensor: DTensorSpec() raises on the bad rank (S(1) on a 1-d array) before the broadcast.
+    "distribute_placements_fit_one_rank_only": (
+        "ShardingError", "rank {bad}",
+        "rank {bad} raises ShardingError 'S(1) is out of range for a 1-d array' before the broadcast; the other "
+        "ranks stay in the broadcast and fail or hang on rank {bad}'s next collective",
+    ),
+    # Regression: from_local.py build_from_local: the mapping check raises before the shared check (gather_descriptors).
+    "from_local_mapping_on_one_rank": (
+        "TypeError", "rank {bad}",
+        "rank {bad} raises TypeError 'under MPI, from_local takes this rank's own array' before the shared check; "
+        "the other ranks stay in gather_descriptors' Allgather, which pairs with rank {bad}'s next collective: "
+        "hang or MPI abort",
+    ),
+}
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "OMPI_", "MPI_LOCAL", "HYDRA_"))}
+    env.pop("PYTEST_ISOLATE_MPI_IS_FORKED", None)
+    return env
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_bad_input_on_one_rank_raises_on_every_rank_without_a_hang(tmp_path: Path, ranks: int):
+    """One rank's input is wrong, the others' right: every rank raises the same type naming that rank, then all go on."""
+    script = tmp_path / "one_rank.py"
+    script.write_text(ONE_RANK_SCRIPT)
+    mpiexec = Path(sys.executable).with_name("mpiexec")
+    watchdog_s = 8.0
+    jobs = {
+        case: subprocess.Popen(
+            [str(mpiexec), "-n", str(ranks), sys.executable, str(script), case, str(watchdog_s), str(tmp_path)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_clean_env(), start_new_session=True,
+        )
+        for case in ONE_RANK_CASES
+    }
+    deadline = time.monotonic() + 90
+    outputs = {}
+    for case, proc in jobs.items():
+        try:
+            outputs[case], _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            outputs[case] = proc.communicate()[0] + "\n<killed: the job outlived the watchdog>"
+    failures = []
+    bad = ranks - 1
+    for case, (error, fragment, now) in ONE_RANK_CASES.items():
+        fragment = fragment.format(bad=bad)
+        outcomes, after, hung = {}, {}, set()
+        lines = [line for r in range(ranks) if (tmp_path / f"{case}.{r}.txt").exists()
+                 for line in (tmp_path / f"{case}.{r}.txt").read_text().splitlines()]
+        for line in lines:
+            tag, _, payload = line.partition(" ")
+            if tag == "OUTCOME":
+                rank, kind, message = json.loads(payload)
+                outcomes[rank] = (kind, message)
+            elif tag == "INSTEP":
+                rank, problem = json.loads(payload)
+                after[rank] = problem
+            elif tag == "HUNG":
+                hung.add(json.loads(payload))
+        problems = []
+        for r in range(ranks):
+            if r not in outcomes:
+                why = f"the watchdog fired after {watchdog_s:.0f} s" if r in hung else "the job ended first"
+                problems.append(f"rank {r} never came back from the call ({why})")
+            elif outcomes[r][0] != error or fragment not in outcomes[r][1]:
+                problems.append(f"rank {r} raised {outcomes[r][0] or 'nothing'}: {outcomes[r][1]!r}")
+            elif r not in after:
+                problems.append(f"rank {r} raised, then never finished the next distribute + full_tensor")
+            elif after[r]:
+                problems.append(f"rank {r} raised, then the next distribute + full_tensor failed: {after[r]}")
+        if problems:
+            failures.append(
+                f"{case} [regression: expected {error} naming {fragment!r} on every rank; now {now.format(bad=bad)}]\n    "
+                + "\n    ".join(problems)
+            )
+    if failures:
+        pytest.fail(f"mpiexec -n {ranks}, one rank's input wrong:\n" + "\n".join(failures), pytrace=False)
