@@ -26,7 +26,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from .errors import ShardingError
-from .placements import Replicate
+from .placements import Partial, Replicate, Shard
 from .propagation import decide, rule_for, rule_of
 from .propagation.registry import OpRule
 from .redistribute import redistribute_shards
@@ -109,10 +109,7 @@ def _run(rule: OpRule, args: tuple, kwargs: Mapping[str, Any]) -> Any:
     specs = tuple(t.spec for t in tensors)
     decision = decide(rule, specs, key)
     backend = backend_for(mesh)
-    shards = [
-        t._shards if t.spec == target else redistribute_shards(t._shards, t.spec, target, backend)
-        for t, target in zip(tensors, decision.inputs)
-    ]
+    shards = [_move(t._shards, t.spec, target, backend) for t, target in zip(tensors, decision.inputs)]
     results = {r: decision.local(r, *[s[r] for s in shards]) for r in backend.ranks}
     if decision.multiple_outputs:
         n = len(decision.outputs)
@@ -120,6 +117,29 @@ def _run(rule: OpRule, args: tuple, kwargs: Mapping[str, Any]) -> Any:
             _wrap({r: res[i] for r, res in results.items()}, decision.outputs[i]) for i in range(n)
         )
     return _wrap(results, decision.outputs[0])
+
+
+def _move(shards: dict[int, Any], src: DTensorSpec, dst: DTensorSpec, backend: Any) -> dict[int, Any]:
+    """Redistribute an input to the spec a rule asked for.
+
+    A rule may ask a sharded input to join a pending sum (``S -> P``), which
+    the planner only does from ``Replicate``: such inputs go through it.
+    """
+    if src == dst:
+        return shards
+    through = [
+        m
+        for m, (a, b) in enumerate(zip(src.placements, dst.placements))
+        if isinstance(b, Partial) and isinstance(a, Shard) and src.mesh.shape[m] > 1
+    ]
+    if through:
+        middle = DTensorSpec(
+            dst.mesh,
+            tuple(Replicate() if m in through else p for m, p in enumerate(dst.placements)),
+            dst.tensor_meta,
+        )
+        shards, src = redistribute_shards(shards, src, middle, backend), middle
+    return redistribute_shards(shards, src, dst, backend)
 
 
 def as_array(x: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
@@ -9,15 +10,17 @@ import numpy as np
 from ..errors import ShardingError
 from ..placements import Partial, Placement, Replicate, Shard
 from ..spec import DTensorSpec, TensorMeta, default_shard_order
-from .einop import OutputSharding
+from .einop import OutputSharding, parse_equation
 
 __all__ = [
     "single_sharding",
+    "harmonize",
     "replicate_mesh_dims",
     "with_meta",
     "settle",
     "freeze",
     "scalar_key",
+    "Scalar",
     "normalize_axes",
     "partial_free",
 ]
@@ -71,6 +74,36 @@ def partial_free(spec: DTensorSpec, keep: Callable[[int, Partial], bool] = lambd
     return DTensorSpec(spec.mesh, placements, spec.tensor_meta, spec.shard_order)
 
 
+def harmonize(equation: str, specs: Sequence[DTensorSpec]) -> tuple[DTensorSpec, ...]:
+    """Inputs that shard one dim of ``equation`` on different mesh dims agree first.
+
+    The largest input keeps its mesh dim; the others replicate theirs, so the
+    einop rule never sees a dim "sharded two different ways" from plain NumPy code.
+    """
+    input_dims, _ = parse_equation(equation)
+    uses: dict[str, list[tuple[int, int]]] = {}
+    for i, (dims, spec) in enumerate(zip(input_dims, specs)):
+        for c, m in zip(dims, spec.dim_map):
+            if c != "1" and m != -1:
+                uses.setdefault(c, []).append((i, m))
+    drop: dict[int, set[int]] = {}
+    for c, found in uses.items():
+        if len({m for _, m in found}) < 2:
+            continue
+        keep = max(found, key=lambda u: (_numel(specs[u[0]]), -u[0]))[1]
+        for i, m in found:
+            if m != keep:
+                drop.setdefault(i, set()).add(m)
+    return tuple(replicate_mesh_dims(s, drop[i]) if i in drop else s for i, s in enumerate(specs))
+
+
+def _numel(spec: DTensorSpec) -> int:
+    n = 1
+    for s in spec.shape:
+        n *= s
+    return n
+
+
 def with_meta(spec: DTensorSpec, shape: Sequence[int], dtype: Any = None) -> DTensorSpec:
     """``spec`` with a new global shape (and dtype)."""
     dtype = spec.tensor_meta.dtype if dtype is None and spec.tensor_meta is not None else dtype
@@ -109,9 +142,30 @@ def freeze(value: Any) -> Hashable:
     return value
 
 
-def scalar_key(value: Any) -> Hashable:
-    """A scalar operand of an elementwise op, as a hashable value (0-d arrays become NumPy scalars)."""
-    return freeze(value)
+@dataclass(frozen=True, slots=True, eq=False)
+class Scalar:
+    """A scalar operand in a cache key: equal only to the same type and value (2 != 2.0, 0.0 != -0.0).
+
+    Example:
+        >>> Scalar(2) == Scalar(2.0), Scalar(0.0) == Scalar(-0.0), Scalar(True) == Scalar(True)
+        (False, False, True)
+    """
+
+    value: Any
+
+    def _key(self) -> tuple:
+        return (type(self.value), repr(self.value))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Scalar) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+def scalar_key(value: Any) -> Scalar:
+    """A scalar operand of an elementwise op for a cache key (0-d arrays become NumPy scalars)."""
+    return Scalar(freeze(value))
 
 
 def normalize_axes(axis: Any, ndim: int) -> Optional[tuple[int, ...]]:

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import ShardingError
 from ..placements import Partial, Shard
 from ..spec import DTensorSpec
-from .common import freeze, partial_free, settle, single_sharding
+from .common import freeze, harmonize, partial_free, settle, single_sharding
 from .einop import einop_rule, pointwise_equation
 from .elementwise import bind_operands, elementwise_decision
 from .registry import Decision, OpRule, register
@@ -137,7 +137,7 @@ def einsum_equation(subscripts: str, shapes: Sequence[Sequence[int]]) -> str:
 
 def contraction_decision(equation: str, specs: tuple[DTensorSpec, ...], local: Any) -> Decision:
     """The decision of a contraction: einop propagation, keeping one operand's pending sum."""
-    specs = tuple(single_sharding(s) for s in specs)
+    specs = harmonize(equation, [single_sharding(s) for s in specs])
     keep: dict[int, tuple[int, Partial]] = {}
     for m in range(specs[0].mesh.ndim):
         holders = [i for i, s in enumerate(specs) if isinstance(s.placements[m], Partial)]
@@ -200,7 +200,7 @@ def _decide_dot(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
         positions = [i for i in range(2) if all(i != j for j, _ in scalars)]
 
         def local(rank: int, *arrays: Any) -> Any:
-            fixed = dict(scalars)
+            fixed = {i: s.value for i, s in scalars}
             it = iter(arrays)
             return np.dot(*[fixed[i] if i in fixed else next(it) for i in range(2)])
 

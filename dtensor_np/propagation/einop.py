@@ -155,10 +155,14 @@ def einop_rule(
                     dims_on.append(dim)
 
     # Pending reductions that can stay pending: linear op, every input partial, one sum-like op.
+    # Pending reductions that stay pending: a linear op and one sum-like op on the mesh dim.  Inputs
+    # that are not partial there are asked to become partial (a local R -> P), as in the reference.
     kept_partials: dict[int, str] = {}
     for m, ops in partial_ops.items():
-        if linearity and len(ops) == 1 and next(iter(ops)) in _LINEAR_OPS and partial_count[m] == len(specs):
+        if linearity and len(ops) == 1 and next(iter(ops)) in _LINEAR_OPS:
             kept_partials[m] = next(iter(ops))
+            if partial_count[m] != len(specs):
+                needs_reshard = True
         else:
             needs_reshard = True
 
@@ -168,11 +172,9 @@ def einop_rule(
             continue
         needs_reshard = True
         real = [d for d in dims_on if d != "+"]
-        if "+" in dims_on and m in kept_partials:
-            for d in real:  # keep the pending reduction; replicate the dims
-                dim_to_sharding[d] = -1
+        kept_partials.pop(m, None)  # a pending reduction meets a sharded dim: reduce it (never S -> P)
+        if len(real) <= 1:
             continue
-        kept_partials.pop(m, None)
         costs = []
         for d in real:
             cost = 0
@@ -222,6 +224,11 @@ def pointwise_equation(shapes: Sequence[tuple[int, ...]]) -> str:
     if max_dim > len(letters):
         raise ShardingError(f"pointwise ops support at most {len(letters)} dims, got {max_dim}")
     singleton = [0] * max_dim
+    widest = [1] * max_dim  # the broadcast size of every output dim (0 beats 1, like NumPy)
+    for shape in shapes:
+        for i, n in enumerate(shape, start=max_dim - len(shape)):
+            if n != 1:
+                widest[i] = n
     parts = []
     for shape in shapes:
         start = max_dim - len(shape)
@@ -229,8 +236,8 @@ def pointwise_equation(shapes: Sequence[tuple[int, ...]]) -> str:
         for i in range(max_dim):
             if i < start:
                 singleton[i] += 1
-            elif len(shapes) > 1 and shape[i - start] == 1:
-                singleton[i] += 1
+            elif len(shapes) > 1 and shape[i - start] == 1 and widest[i] != 1:
+                singleton[i] += 1  # broadcast against a larger dim: never sharded
                 chars[i - start] = "1"
         parts.append("".join(chars))
     out = "".join("1" if singleton[i] == len(shapes) and len(shapes) > 1 else letters[i] for i in range(max_dim))

@@ -27,8 +27,8 @@ import numpy as np
 from ..errors import ShardingError
 from ..placements import Partial, Shard
 from ..spec import DTensorSpec
-from .common import freeze, partial_free, settle, single_sharding
-from .einop import pointwise_rule
+from .common import freeze, harmonize, partial_free, scalar_key, settle, single_sharding
+from .einop import pointwise_equation, pointwise_rule
 from .registry import Decision, OpRule, is_sharded, register
 
 __all__ = ["elementwise_decision", "bind_operands"]
@@ -46,13 +46,13 @@ def bind_operands(operands: Sequence[Any]) -> tuple[tuple[Any, ...], tuple]:
         if is_sharded(x):
             tensors.append(x)
         else:
-            scalars.append((i, freeze(x)))
+            scalars.append((i, scalar_key(x)))
     return tuple(tensors), tuple(scalars)
 
 
 def _merge(arrays: Sequence[Any], scalars: tuple, n: int) -> list[Any]:
     """The full operand list: local arrays back in the positions the DTensors had."""
-    fixed = dict(scalars)
+    fixed = {i: s.value for i, s in scalars}
     it = iter(arrays)
     return [fixed[i] if i in fixed else next(it) for i in range(n)]
 
@@ -85,7 +85,7 @@ def elementwise_decision(
     n_outputs: int = 1,
 ) -> Decision:
     """The decision of a broadcasting elementwise op over ``specs``."""
-    specs = tuple(single_sharding(s) for s in specs)
+    specs = harmonize(pointwise_equation([s.shape for s in specs]), [single_sharding(s) for s in specs])
     keep = _multiplicative_partials(specs, multiplicative_positions, tensor_positions) if multiplicative_positions else {}
     if keep:
         stripped = tuple(partial_free(s) for s in specs)
@@ -102,6 +102,11 @@ def elementwise_decision(
             tuple(keep[m][1] if m in keep else p for m, p in enumerate(out.placements)), out.shard_order
         )
     else:
+        # Pending sums flow through a linear op only when every input carries them.  pointwise_rule
+        # would also let a replicated input join (dividing it by the group size, as PyTorch does);
+        # reducing first costs the same one collective and keeps the result exact.
+        linear = linear and len({tuple(p for p in s.placements if isinstance(p, Partial)) for s in specs}) == 1
+        linear = linear and len({tuple(s.sums) for s in specs}) == 1
         inputs, out = settle(lambda ss: pointwise_rule(ss, linearity=linear), specs)
     return Decision(inputs, (out,) * n_outputs, local, multiple_outputs=n_outputs > 1)
 

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import ShardingError
 from ..placements import Placement, Replicate, Shard
 from ..spec import DTensorSpec, TensorMeta, _local_block
-from .common import freeze, normalize_axes, settle, single_sharding
+from .common import freeze, harmonize, normalize_axes, settle, single_sharding
 from .einop import einop_rule
 from .registry import Decision, OpRule, is_sharded, register
 
@@ -278,6 +278,7 @@ def _join_decision(specs: tuple[DTensorSpec, ...], axis: int, new_axis: bool) ->
         ins = [chars] * len(specs)
         out = chars
     equation = f"{','.join(ins)}->{out}"
+    specs = harmonize(equation, specs)
     inputs, out_spec = settle(lambda ss: einop_rule(equation, ss, linearity=True), specs)
     shape = list(out_spec.shape)
     shape[axis] = len(specs) if new_axis else sum(s.shape[axis] for s in specs)
