@@ -30,6 +30,10 @@ Design choices:
   another has raised.  A rank whose own validation failed still takes part in
   that ``Allgather`` and raises afterwards.  ``check=False`` sends nothing extra.
 * Devices.  CuPy arrays go through ``device.stage_for_mpi``.
+* Prepared calls.  ``prepare_all_gather`` and friends work out, for one
+  rank's input shape and dtype, everything the call needs (communicator, MPI
+  function, counts, output shape), so each use is one mpi4py call on plain
+  buffers (``prepared``); the redistribute runner uses them.
 """
 from __future__ import annotations
 
@@ -59,6 +63,13 @@ from .layout import (
     with_length,
 )
 from .packing import concat_blocks, pack_pieces
+from .prepared import (
+    Prepared,
+    prepare_all_gather,
+    prepare_all_reduce,
+    prepare_all_to_all,
+    prepare_reduce_scatter,
+)
 from .protocol import MAX_DESCRIPTOR_LENGTH, Array, Backend, Groups, ReduceOp, Shards, Sizes
 from .reduce_ops import (
     REDUCE_OPS,
@@ -262,6 +273,42 @@ class MpiBackend(Backend):
     def barrier(self) -> None:
         """``Barrier`` over the whole world."""
         self.comm.Barrier()
+
+    # -- prepared collectives (see ``prepared``) --------------------------------
+
+    def prepare_all_gather(
+        self, groups: Groups, shape: Sequence[int], dtype: Any, *, axis: int = 0,
+        in_sizes: Sizes | None = None,
+    ) -> Prepared:
+        """``all_gather`` for this rank's array of ``shape``/``dtype``, worked out once.
+
+        The returned ``Prepared`` ``run(x)`` gives what ``all_gather({rank: x}, groups,
+        axis=axis, in_sizes=in_sizes, check=False)[rank]`` gives, with one mpi4py call.
+        """
+        return prepare_all_gather(self, groups, shape, dtype, axis=axis, in_sizes=in_sizes)
+
+    def prepare_all_reduce(
+        self, groups: Groups, shape: Sequence[int], dtype: Any, *, op: ReduceOp = "sum"
+    ) -> Prepared:
+        """``all_reduce`` for this rank's array of ``shape``/``dtype``, worked out once."""
+        return prepare_all_reduce(self, groups, shape, dtype, op=op)
+
+    def prepare_reduce_scatter(
+        self, groups: Groups, shape: Sequence[int], dtype: Any, *, op: ReduceOp = "sum",
+        axis: int = 0, out_sizes: Sizes | None = None,
+    ) -> Prepared:
+        """``reduce_scatter`` for this rank's array of ``shape``/``dtype``, worked out once."""
+        return prepare_reduce_scatter(self, groups, shape, dtype, op=op, axis=axis, out_sizes=out_sizes)
+
+    def prepare_all_to_all(
+        self, groups: Groups, shape: Sequence[int], dtype: Any, *, split_axis: int, concat_axis: int,
+        in_sizes: Sizes | None = None, out_sizes: Sizes | None = None,
+    ) -> Prepared:
+        """``all_to_all`` for this rank's array of ``shape``/``dtype``, worked out once."""
+        return prepare_all_to_all(
+            self, groups, shape, dtype, split_axis=split_axis, concat_axis=concat_axis,
+            in_sizes=in_sizes, out_sizes=out_sizes,
+        )
 
     # -- helpers for the higher layer -----------------------------------------
 

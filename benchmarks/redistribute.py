@@ -1,0 +1,357 @@
+"""Redistribute benchmark: ``DTensor.redistribute`` against the hand-written mpi4py collective.
+
+Run (2 ranks: the 1-D transitions; 4 ranks: the 2x2-mesh transitions)::
+
+    mpiexec -n 2 python benchmarks/redistribute.py --json OUT.json
+    mpiexec -n 4 python benchmarks/redistribute.py --json OUT4.json
+    mpiexec -n 2 python benchmarks/redistribute.py --quick          # a short run
+
+``--json`` writes a list of rows ``{"transition", "bytes", "ranks",
+"dtensor_us", "raw_mpi_us", "ratio", ...}``; ``bytes`` is the size of the
+*global* tensor (float32, shape ``(rows, cols)``, as square as the size allows),
+``ranks`` the world size.  Every row also carries ``plan_us``: the time of the
+cached plan lookup ``DTensor.redistribute`` does before it communicates (target
+spec and compiled runner for a (spec, placements) pair seen before).
+
+Both sides are measured in the same run, interleaved iteration by iteration
+(alternating which goes first).  An iteration is: ``Barrier``, start the clock,
+run, stop the clock; the time of an iteration is the slowest rank's (one
+``Allreduce(MAX)`` over all recorded times after the loop), and a row reports
+medians over the iterations, after warm-up.
+
+The raw side is the plain mpi4py buffer collective that does the same work,
+into buffers allocated once, before the loop:
+
+==========================  ===================================================
+transition                  raw mpi4py
+==========================  ===================================================
+S(0)->R                     ``Allgather`` of the local rows into the full array
+P->R                        ``Allreduce(SUM)``
+P->S(0)                     ``Reduce_scatter_block(SUM)``
+S(0)->S(1)                  pack the local block's column pieces piece-major
+                            (one NumPy copy into a send buffer) + ``Alltoall``
+                            (the received row blocks are the result: no unpack)
+R->S(0)                     a NumPy slice copy of this rank's rows (no MPI)
+[S(0),S(1)]->[R,R] (2x2)    ``Allgather`` on the dp communicator, ``Allgather``
+                            on the tp communicator, one NumPy copy that puts the
+                            column blocks side by side (what the plan does)
+[P,P]->[R,R] (2x2)          ``Allreduce(SUM)`` over all 4 ranks
+==========================  ===================================================
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from mpi4py import MPI  # noqa: E402
+
+import dtensor_np as dt  # noqa: E402
+from dtensor_np import Partial, Replicate, Shard  # noqa: E402
+
+DEFAULT_SIZES = ("1KiB", "64KiB", "1MiB", "16MiB", "64MiB")
+QUICK_SIZES = ("1KiB", "64KiB", "1MiB")
+DTYPE = np.float32
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    mesh_shape: tuple[int, ...]
+    src: tuple[Any, ...]
+    dst: tuple[Any, ...]
+
+
+CASES_1D = (
+    Case("S(0)->R", (2,), (Shard(0),), (Replicate(),)),
+    Case("P->R", (2,), (Partial(),), (Replicate(),)),
+    Case("P->S(0)", (2,), (Partial(),), (Shard(0),)),
+    Case("S(0)->S(1)", (2,), (Shard(0),), (Shard(1),)),
+    Case("R->S(0)", (2,), (Replicate(),), (Shard(0),)),
+)
+CASES_2D = (
+    Case("[S(0),S(1)]->[R,R]", (2, 2), (Shard(0), Shard(1)), (Replicate(), Replicate())),
+    Case("[P,P]->[R,R]", (2, 2), (Partial(), Partial()), (Replicate(), Replicate())),
+)
+
+
+def parse_size(text: str) -> int:
+    text = text.strip()
+    for suffix, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1)):
+        if text.endswith(suffix):
+            return int(float(text[: -len(suffix)]) * scale)
+    return int(text)
+
+
+def format_size(nbytes: int) -> str:
+    for suffix, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale} {suffix}"
+    return f"{nbytes} B"
+
+
+def global_shape(nbytes: int, k: int) -> tuple[int, int]:
+    """A (rows, cols) float32 shape of ``nbytes``, as square as possible, both divisible by ``k``."""
+    n = nbytes // np.dtype(DTYPE).itemsize
+    if n * np.dtype(DTYPE).itemsize != nbytes or n % (k * k):
+        raise SystemExit(f"size {nbytes} B is not a whole number of float32 blocks of {k}x{k}")
+    cols = k
+    for c in range(k, math.isqrt(n) + 1, k):
+        if n % c == 0 and (n // c) % k == 0:
+            cols = c
+    return n // cols, cols
+
+
+# -- the raw mpi4py side ----------------------------------------------------------------
+
+
+def raw_runner(case: Case, comm: MPI.Intracomm, subcomms: dict[int, MPI.Intracomm],
+               local: np.ndarray, shape: tuple[int, int]) -> tuple[Callable[[], None], np.ndarray]:
+    """The hand-written version of ``case`` on this rank's ``local`` block, and its output buffer."""
+    rows, cols = shape
+    name = case.name
+    if name == "S(0)->R":
+        out = np.empty(shape, DTYPE)
+        return (lambda: comm.Allgather(local, out)), out
+    if name == "P->R":
+        out = np.empty_like(local)
+        return (lambda: comm.Allreduce(local, out, MPI.SUM)), out
+    if name == "P->S(0)":
+        out = np.empty((rows // comm.size, cols), DTYPE)
+        return (lambda: comm.Reduce_scatter_block(local, out, MPI.SUM)), out
+    if name == "S(0)->S(1)":
+        k = comm.size
+        r, c = local.shape
+        send = np.empty((k, r, c // k), DTYPE)
+        pieces = local.reshape(r, k, c // k).transpose(1, 0, 2)
+        out = np.empty((rows, cols // k), DTYPE)
+
+        def run() -> None:
+            np.copyto(send, pieces)
+            comm.Alltoall(send, out)
+
+        return run, out
+    if name == "R->S(0)":
+        r = rows // comm.size
+        start = comm.rank * r
+        out = np.empty((r, cols), DTYPE)
+        piece = local[start:start + r]
+        return (lambda: np.copyto(out, piece)), out
+    if name == "[S(0),S(1)]->[R,R]":
+        dp, tp = subcomms[0], subcomms[1]
+        r, c = local.shape
+        mid = np.empty((rows, c), DTYPE)
+        gathered = np.empty((tp.size, rows, c), DTYPE)
+        out = np.empty(shape, DTYPE)
+        side_by_side = out.reshape(rows, tp.size, c)
+        blocks = gathered.transpose(1, 0, 2)
+
+        def run() -> None:
+            dp.Allgather(local, mid)
+            tp.Allgather(mid, gathered)
+            np.copyto(side_by_side, blocks)
+
+        return run, out
+    if name == "[P,P]->[R,R]":
+        out = np.empty_like(local)
+        return (lambda: comm.Allreduce(local, out, MPI.SUM)), out
+    raise AssertionError(name)
+
+
+# -- measuring --------------------------------------------------------------------------
+
+
+def timed(fns: list[Callable[[], Any]], iters: int, comm: MPI.Intracomm) -> np.ndarray:
+    """Per-iteration times (seconds, slowest rank) of each fn, interleaved; shape (len(fns), iters)."""
+    times = np.empty((len(fns), iters))
+    order = list(range(len(fns)))
+    clock = time.perf_counter
+    barrier = comm.Barrier
+    for i in range(iters):
+        for j in (order if i % 2 == 0 else order[::-1]):
+            fn = fns[j]
+            barrier()
+            t0 = clock()
+            fn()
+            times[j, i] = clock() - t0
+    comm.Allreduce(MPI.IN_PLACE, times, MPI.MAX)
+    return times
+
+
+def choose_iters(fns: list[Callable[[], Any]], comm: MPI.Intracomm, budget_s: float,
+                 min_iters: int, max_iters: int) -> int:
+    """Warm up, then pick a count of iterations that fills about ``budget_s`` (same on every rank)."""
+    probe = timed(fns, 3, comm)
+    per_iter = float(np.median(probe, axis=1).sum())
+    warm = int(min(max(0.15 * budget_s / max(per_iter, 1e-7), 3), 200))
+    probe = timed(fns, warm, comm)
+    per_iter = float(np.median(probe, axis=1).sum())
+    iters = int(budget_s / max(per_iter + 4e-6 * len(fns), 1e-7))
+    return max(min_iters, min(max_iters, iters))
+
+
+def time_lookup(x: dt.DTensor, dst: tuple[Any, ...], comm: MPI.Intracomm, n: int = 2000) -> tuple[float, float]:
+    """Median times (us, slowest rank) of the cached plan lookup ``DTensor.redistribute`` does first.
+
+    The first is for the same spec object (what a loop redistributing one DTensor sees), the second
+    for an equal spec in a new object (hashing the spec and the placements).
+    """
+    from dtensor_np.redistribute import lookup_redistribute
+
+    spec = x.spec
+    lookup_redistribute(spec, dst, None)
+    samples = np.empty(n)
+    clock = time.perf_counter
+    for i in range(n):
+        t0 = clock()
+        lookup_redistribute(spec, list(dst), None)
+        samples[i] = clock() - t0
+    recent = float(np.median(samples))
+    # An equal spec in another object (e.g. a new DTensor of the same layout): the hashed cache.
+    copies = [dt.DTensorSpec(spec.mesh, spec.placements, spec.tensor_meta, spec.shard_order) for _ in range(200)]
+    hashed = np.empty(len(copies))
+    for i, other in enumerate(copies):
+        t0 = clock()
+        lookup_redistribute(other, list(dst), None)
+        hashed[i] = clock() - t0
+    value = np.array([recent, float(np.median(hashed))])
+    comm.Allreduce(MPI.IN_PLACE, value, MPI.MAX)
+    return float(value[0]) * 1e6, float(value[1]) * 1e6
+
+
+def check_same(case: Case, y: dt.DTensor, raw_out: np.ndarray, size: int) -> None:
+    got = y.to_local()
+    if got.shape != raw_out.shape or got.dtype != raw_out.dtype:
+        raise SystemExit(f"{case.name} {size} B: DTensor gave {got.shape} {got.dtype}, raw {raw_out.shape}")
+    if not np.allclose(got, raw_out, rtol=1e-5, atol=1e-5):
+        raise SystemExit(f"{case.name} {size} B: DTensor and raw MPI results differ")
+
+
+def run_case(case: Case, size: int, comm: MPI.Intracomm, subcomms: dict[int, MPI.Intracomm],
+             budget_s: float, min_iters: int, max_iters: int) -> dict[str, Any]:
+    k = comm.size if len(case.mesh_shape) == 1 else 2
+    shape = global_shape(size, k)
+    mesh = dt.init_device_mesh(case.mesh_shape, backend="mpi")
+    full = np.random.default_rng(0).standard_normal(shape).astype(DTYPE)
+    x = dt.distribute_tensor(full, mesh, list(case.src), src_data_rank=None)
+    del full
+    local = x.to_local()
+    raw, raw_out = raw_runner(case, comm, subcomms, local, shape)
+    dst = list(case.dst)
+
+    def dtensor() -> None:
+        x.redistribute(dst)
+
+    raw()
+    check_same(case, x.redistribute(dst), raw_out, size)
+    fns = [dtensor, raw]
+    iters = choose_iters(fns, comm, budget_s, min_iters, max_iters)
+    times = timed(fns, iters, comm)
+    dtensor_us, raw_us = (float(v) * 1e6 for v in np.median(times, axis=1))
+    plan_us, plan_hashed_us = time_lookup(x, case.dst, comm)
+    del x, local, raw, raw_out, fns
+    gc.collect()
+    return {
+        "transition": case.name,
+        "bytes": size,
+        "ranks": comm.size,
+        "dtensor_us": round(dtensor_us, 3),
+        "raw_mpi_us": round(raw_us, 3),
+        "ratio": round(dtensor_us / raw_us, 4),
+        "plan_us": round(plan_us, 3),
+        "plan_hashed_us": round(plan_hashed_us, 3),
+        "iters": iters,
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = f"{'transition':<20} {'bytes':>8} {'ranks':>5} {'dtensor_us':>12} {'raw_mpi_us':>12} {'ratio':>7} {'plan_us':>8} {'iters':>6}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r['transition']:<20} {format_size(r['bytes']):>8} {r['ranks']:>5} {r['dtensor_us']:>12.1f} "
+            f"{r['raw_mpi_us']:>12.1f} {r['ratio']:>7.2f} {r['plan_us']:>8.2f} {r['iters']:>6}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", metavar="OUT.json", help="write the rows as JSON (rank 0)")
+    parser.add_argument("--sizes", help="comma-separated global sizes, e.g. 1KiB,64KiB,1MiB (default: "
+                        + ",".join(DEFAULT_SIZES) + ")")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"short run: sizes {','.join(QUICK_SIZES)} and a small time budget")
+    parser.add_argument("--transitions", help="comma-separated transitions to run (default: all for this world size)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds of measuring per row and side (default 1.5; 0.3 with --quick)")
+    parser.add_argument("--min-iters", type=int, default=None, help="at least this many iterations (default 25)")
+    parser.add_argument("--max-iters", type=int, default=5000, help="at most this many iterations")
+    args = parser.parse_args(argv)
+
+    comm = MPI.COMM_WORLD
+    world = comm.size
+    sizes = [parse_size(s) for s in (args.sizes.split(",") if args.sizes else
+                                     QUICK_SIZES if args.quick else DEFAULT_SIZES)]
+    budget = args.budget if args.budget is not None else (0.3 if args.quick else 1.5)
+    min_iters = args.min_iters if args.min_iters is not None else (10 if args.quick else 25)
+    if world == 4:
+        cases = CASES_2D
+    elif world >= 2:
+        cases = tuple(Case(c.name, (world,), c.src, c.dst) for c in CASES_1D)
+    else:
+        raise SystemExit("run under mpiexec with 2 ranks (1-D transitions) or 4 ranks (2x2 mesh)")
+    if args.transitions:
+        wanted = [t.strip() for t in args.transitions.split(",")]
+        unknown = sorted(set(wanted) - {c.name for c in cases})
+        if unknown:
+            raise SystemExit(f"unknown transitions {unknown} for {world} ranks: expected some of "
+                             f"{[c.name for c in cases]}")
+        cases = tuple(c for c in cases if c.name in wanted)
+    subcomms: dict[int, MPI.Intracomm] = {}
+    if world == 4:  # the hand-written sub-communicators of a row-major 2x2 mesh
+        subcomms[0] = comm.Split(comm.rank % 2, comm.rank // 2)  # dp: ranks {0, 2}, {1, 3}
+        subcomms[1] = comm.Split(comm.rank // 2, comm.rank % 2)  # tp: ranks {0, 1}, {2, 3}
+
+    if comm.rank == 0:
+        print(f"# dtensor_np redistribute vs raw mpi4py: {world} ranks, float32, medians of the slowest rank; "
+              f"bytes = global tensor size", flush=True)
+        print(f"# python {platform.python_version()}, numpy {np.__version__}, mpi4py "
+              f"{__import__('mpi4py').__version__}, {MPI.Get_library_version().replace(chr(0), '').splitlines()[0].strip()}",
+              flush=True)
+    rows = []
+    for case in cases:
+        for size in sizes:
+            row = run_case(case, size, comm, subcomms, budget, min_iters, args.max_iters)
+            rows.append(row)
+            if comm.rank == 0:
+                print(f"{row['transition']:<20} {format_size(size):>8}  dtensor {row['dtensor_us']:10.1f} us  "
+                      f"raw {row['raw_mpi_us']:10.1f} us  ratio {row['ratio']:5.2f}  plan {row['plan_us']:.2f} us",
+                      flush=True)
+    if comm.rank == 0:
+        print()
+        print(table(rows))
+        lookups = [r["plan_us"] for r in rows]
+        hashed = [r["plan_hashed_us"] for r in rows]
+        print(f"\ncached plan lookup (DTensor.redistribute before communicating): median {np.median(lookups):.2f} us, "
+              f"max {max(lookups):.2f} us (same spec object); median {np.median(hashed):.2f} us, "
+              f"max {max(hashed):.2f} us (an equal spec in a new object)")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1)
+            print(f"wrote {len(rows)} rows to {args.json}")
+
+
+if __name__ == "__main__":
+    main()
