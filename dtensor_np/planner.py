@@ -41,7 +41,7 @@ import heapq
 import itertools
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterator, Optional, Union
+from typing import Any, Iterator, Optional, Union
 
 from .errors import ShardingError
 from .placements import Partial, Placement, Replicate, Shard, placements_str
@@ -57,6 +57,9 @@ __all__ = [
     "COLLECTIVE_KINDS",
     "LOCAL_KINDS",
     "CostModel",
+    "PlannedStep",
+    "plan_specs",
+    "collective_arguments",
 ]
 
 COLLECTIVE_KINDS = ("all_gather", "all_reduce", "reduce_scatter", "all_to_all")
@@ -422,3 +425,108 @@ def count_collectives_greedy(steps: tuple[tuple[int, Placement, Placement], ...]
             continue  # R -> S is a local chunk, R -> P a local partition
         n += 1
     return n
+
+
+# --------------------------------------------------------------------------
+# pure per-step information for executors and graph lowering
+# --------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class PlannedStep:
+    """One step of a plan with the full spec of the array before and after it.
+
+    ``before`` of the first step is the source spec and ``after`` of the last
+    is the target spec (with the source's tensor meta), so the specs chain.
+
+    Example:
+        >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
+        >>> src = DTensorSpec(DeviceMesh((2,)), (Shard(0),), TensorMeta((5,), "f4"))
+        >>> (p,) = plan_specs(src, src.with_placements((Replicate(),)))
+        >>> p.step.kind, str(p.before), str(p.after)
+        ('all_gather', 'S(0)', 'R')
+    """
+
+    step: Step
+    before: DTensorSpec
+    after: DTensorSpec
+
+
+def _spec_after(step: Step, src: DTensorSpec) -> DTensorSpec:
+    """The full spec of the state after ``step`` (size-1 mesh dims put back into the shard order)."""
+    mesh = src.mesh
+    trivial = [m for m, size in enumerate(mesh.shape) if size == 1]
+    live = dict(step.shard_order)
+    order: dict[int, tuple[int, ...]] = {}
+    for d in range(src.ndim):
+        ones = tuple(m for m in trivial if step.placements[m].is_shard(d))
+        order[d] = ones + live.get(d, ())
+    default = default_shard_order(step.placements)
+    nontrivial_default = tuple(
+        (d, tuple(m for m in ms if m not in trivial)) for d, ms in default
+    )
+    if tuple((d, ms) for d, ms in nontrivial_default if ms) == tuple(step.shard_order):
+        return DTensorSpec(mesh, step.placements, src.tensor_meta)
+    return DTensorSpec(mesh, step.placements, src.tensor_meta, _freeze(order))
+
+
+def plan_specs(
+    src_spec: DTensorSpec, dst_spec: DTensorSpec, cost_model: Optional[CostModel] = None
+) -> tuple[PlannedStep, ...]:
+    """:func:`plan_redistribute` with the spec before and after every step (pure, no rank involved).
+
+    Empty when the plan is empty.  The last ``after`` is ``dst_spec`` itself
+    (given the source's tensor meta when it has none).
+    """
+    plan = plan_redistribute(src_spec, dst_spec, cost_model)
+    dst = _to_dst_meta(src_spec, dst_spec)
+    out = []
+    before = src_spec
+    for i, step in enumerate(plan):
+        after = dst if i == len(plan) - 1 else _spec_after(step, src_spec)
+        out.append(PlannedStep(step, before, after))
+        before = after
+    return tuple(out)
+
+
+def collective_arguments(planned: PlannedStep) -> dict[str, Any]:
+    """The keyword arguments of the backend call that runs a collective step, for every world rank.
+
+    ``groups`` (``mesh.groups(step.mesh_dims)``), and by kind: all_gather
+    ``axis``, ``in_sizes``; all_reduce ``op``; reduce_scatter ``op``,
+    ``axis``, ``out_sizes``; all_to_all ``split_axis``, ``concat_axis``,
+    ``in_sizes``, ``out_sizes``.  Sizes map every world rank to its length
+    along the axis (``torch.chunk`` sizes, nested in shard order), the same
+    numbers the redistribute executor passes.
+
+    Example:
+        >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
+        >>> src = DTensorSpec(DeviceMesh((2,)), (Shard(0),), TensorMeta((5,), "f4"))
+        >>> collective_arguments(plan_specs(src, src.with_placements((Replicate(),)))[0])
+        {'groups': ((0, 1),), 'axis': 0, 'in_sizes': {0: 3, 1: 2}}
+    """
+    step, before, after = planned.step, planned.before, planned.after
+    if not step.is_collective:
+        raise ShardingError(f"{step} is a local step, not a collective")
+    mesh = before.mesh
+    ranks = mesh.all_ranks
+    args: dict[str, Any] = {"groups": mesh.groups(step.mesh_dims)}
+
+    def sizes(spec: DTensorSpec, axis: int) -> dict[int, int]:
+        return {r: spec.local_shape_of_rank(r)[axis] for r in ranks}
+
+    if step.kind == "all_gather":
+        axis = step.src.dim  # type: ignore[union-attr]
+        args.update(axis=axis, in_sizes=sizes(before, axis))
+    elif step.kind == "all_reduce":
+        args.update(op=step.src.reduce_op)  # type: ignore[union-attr]
+    elif step.kind == "reduce_scatter":
+        axis = step.dst.dim  # type: ignore[union-attr]
+        args.update(op=step.src.reduce_op, axis=axis, out_sizes=sizes(after, axis))  # type: ignore[union-attr]
+    else:  # all_to_all
+        concat_axis, split_axis = step.src.dim, step.dst.dim  # type: ignore[union-attr]
+        args.update(
+            split_axis=split_axis,
+            concat_axis=concat_axis,
+            in_sizes=sizes(before, concat_axis),
+            out_sizes=sizes(after, split_axis),
+        )
+    return args

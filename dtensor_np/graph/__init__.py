@@ -20,7 +20,7 @@ Example:
 
 from .distributed import graph_collectives, run_sharded
 from .evaluate import evaluate
-from .ir import Constant, Graph, GraphSharding, Node, NodeSharding, Redistribute, ShapeDtype, Var
+from .ir import Constant, Graph, GraphSharding, MeshOp, Node, NodeSharding, Redistribute, ShapeDtype, Var
 from .tracer import Tracer, trace
 from .verify import GraphError, verify
 
@@ -33,6 +33,7 @@ __all__ = [
     "Graph",
     "Constant",
     "Redistribute",
+    "MeshOp",
     "NodeSharding",
     "GraphSharding",
     "verify",

@@ -2,7 +2,11 @@
 
 In simulated mode this process holds every rank of the mesh; under MPI it
 holds its own.  A redistribute node calls
-:func:`dtensor_np.redistribute.redistribute_shards` (the collectives); any
+:func:`dtensor_np.redistribute.redistribute_shards` (the collectives); a
+lowered collective (see :mod:`dtensor_np.passes`) starts asynchronously
+(``iall_gather``, ``ireduce_scatter``... : MPI ``Iallgatherv``,
+``Ireduce_scatter``...), its value is the in-flight handle, and its wait node
+completes it, so the nodes between the two run while it is in flight; any
 other node calls its ``NodeSharding.local(rank, *arrays)`` once per rank held.
 Arrays may be NumPy or CuPy: the per-rank functions call NumPy functions,
 which CuPy arrays dispatch to CuPy.
@@ -12,7 +16,9 @@ process's shards, the same call in both modes: under MPI an array per name,
 in simulated mode a :class:`~dtensor_np.LocalTensor` per name (what
 ``DTensor.to_local()`` returns); a replicated parameter may also be passed as
 one full array.  Every other argument is the full array, the same on every
-rank.  The outputs are replicated, and returned as plain arrays.
+rank.  Replicated outputs are returned as plain arrays; an output the graph
+keeps sharded (``GraphSharding.outputs``) as this process's shards, in the
+same form as a parameter.
 
 Example:
     >>> import numpy as np, dtensor_np as dt
@@ -38,7 +44,7 @@ from ..redistribute import redistribute_shards
 from ..runtime import backend_for
 from ..spec import DTensorSpec
 from .evaluate import bind_inputs, check_aval, constant_value, module_of
-from .ir import Constant, Graph, Redistribute, Var
+from .ir import Constant, Graph, MeshOp, Node, Redistribute, Var
 from .pytree import unflatten
 
 __all__ = ["run_sharded", "graph_collectives"]
@@ -47,7 +53,7 @@ Shards = dict[int, Any]
 
 
 def graph_collectives(graph: Graph) -> dict[str, int]:
-    """How many collectives of each kind the redistribute nodes of ``graph`` issue per run.
+    """How many collectives of each kind the redistribute nodes and lowered collectives of ``graph`` issue per run.
 
     The keys are those of ``dt.comm_counter().counts``.
     """
@@ -56,20 +62,24 @@ def graph_collectives(graph: Graph) -> dict[str, int]:
         if isinstance(node.fn, Redistribute):
             for kind in node.fn.collectives():
                 counts[kind] += 1
+        elif isinstance(node.fn, MeshOp) and node.fn.pending:  # a lowered collective's start
+            counts[node.fn.kind] += 1  # type: ignore[attr-defined]
     return counts
 
 
-def _check_shards(var: Var, spec: DTensorSpec, shards: Shards) -> None:
+def _check_shards(var: Var, spec: DTensorSpec, shards: Shards, expected: dict[int, tuple[int, ...]]) -> None:
+    dtype = var.aval.dtype
     for rank, x in shards.items():
-        expected = spec.local_shape_of_rank(rank)
-        if tuple(x.shape) != expected or x.dtype != var.aval.dtype:
+        if x.shape != expected[rank] or x.dtype != dtype:
             raise TypeError(
-                f"input {var} ({spec}): expected rank {rank}'s shard of shape {expected} and dtype "
-                f"{var.aval.dtype}, got shape {tuple(x.shape)} and dtype {x.dtype}"
+                f"input {var} ({spec}): expected rank {rank}'s shard of shape {expected[rank]} and dtype "
+                f"{dtype}, got shape {tuple(x.shape)} and dtype {x.dtype}"
             )
 
 
-def _local_input(var: Var, spec: DTensorSpec, value: Any, ranks: tuple[int, ...], backend: Any) -> Shards:
+def _local_input(
+    var: Var, spec: DTensorSpec, value: Any, ranks: tuple[int, ...], expected: dict[int, tuple[int, ...]]
+) -> Shards:
     """The shards of a parameter passed as this process's local values."""
     if isinstance(value, LocalTensor):
         if spec.mesh.backend == "mpi" or not set(ranks) <= set(value.ranks):
@@ -77,7 +87,8 @@ def _local_input(var: Var, spec: DTensorSpec, value: Any, ranks: tuple[int, ...]
                 f"input {var}: expected the shards of ranks {list(ranks)}, got a LocalTensor of ranks "
                 f"{list(value.ranks)} (under MPI pass this rank's array)"
             )
-        shards = {r: value.shards[r] for r in ranks}
+        held = value.shards
+        shards = {r: held[r] for r in ranks}
     elif spec.mesh.backend == "mpi":
         shards = {ranks[0]: value}
     elif spec.is_replicated():
@@ -87,7 +98,7 @@ def _local_input(var: Var, spec: DTensorSpec, value: Any, ranks: tuple[int, ...]
             f"input {var} is {spec}: in simulated mode pass its shards as a LocalTensor "
             f"(the local parameters tensor_parallel_transform returned), got a {type(value).__name__}"
         )
-    _check_shards(var, spec, shards)
+    _check_shards(var, spec, shards, expected)
     return shards
 
 
@@ -98,6 +109,56 @@ def _global_input(var: Var, spec: DTensorSpec, value: Any, ranks: tuple[int, ...
     return redistribute_shards({r: value for r in ranks}, replicated, spec, backend)  # R -> S chunks locally
 
 
+# How each node runs (see _program): a redistribute, a start or wait, a constant, a per-rank function.
+_REDISTRIBUTE, _EXECUTE, _CONSTANT, _LOCAL = range(4)
+_Step = tuple[int, Node, tuple[int, ...], tuple[int, ...], bool]
+
+
+class _Program:
+    """A sharded graph prepared for running on some ranks: every node's inputs and outputs as variable ids.
+
+    Built once per (graph, ranks) and cached: ``Node.inputs`` flattens the
+    argument template, and variables hash slowly, so a call looks neither up.
+    """
+
+    __slots__ = ("graph", "steps", "expected")
+
+    def __init__(self, graph: Graph, ranks: tuple[int, ...]) -> None:
+        self.graph = graph  # held, so its id is not reused while cached
+        steps: list[_Step] = []
+        for node in graph.nodes:
+            if isinstance(node.fn, Redistribute):
+                kind = _REDISTRIBUTE
+            elif isinstance(node.fn, MeshOp) and node.fn.communicates:
+                kind = _EXECUTE
+            elif isinstance(node.fn, Constant):
+                kind = _CONSTANT
+            else:
+                kind = _LOCAL
+            ins = tuple(v.id for v in node.inputs)
+            outs = tuple(v.id for v in node.outputs)
+            steps.append((kind, node, ins, outs, node.out_kind == "array"))
+        self.steps = tuple(steps)
+        sharding = graph.sharding
+        assert sharding is not None
+        self.expected = tuple({r: spec.local_shape_of_rank(r) for r in ranks} for spec in sharding.inputs)
+
+
+_PROGRAMS: dict[tuple[int, tuple[int, ...]], _Program] = {}
+_PROGRAMS_LIMIT = 256
+
+
+def _program(graph: Graph, ranks: tuple[int, ...]) -> _Program:
+    key = (id(graph), ranks)
+    found = _PROGRAMS.get(key)
+    if found is not None and found.graph is graph:
+        return found
+    if len(_PROGRAMS) >= _PROGRAMS_LIMIT:
+        _PROGRAMS.clear()
+    program = _PROGRAMS[key] = _Program(graph, ranks)
+    return program
+
+
 def run_sharded(graph: Graph, *args: Any) -> Any:
     """The outputs of a sharded graph, run on the ranks this process holds (see the module doc)."""
     sharding = graph.sharding
@@ -105,21 +166,48 @@ def run_sharded(graph: Graph, *args: Any) -> Any:
         raise TypeError("run_sharded needs a sharded graph (from tensor_parallel_transform)")
     backend = backend_for(sharding.mesh)
     ranks = tuple(backend.ranks)
-    env: dict[Var, Shards] = {}
-    for (arg, _), var, spec, value in zip(graph.input_keys, graph.inputs, sharding.inputs, bind_inputs(graph, args)):
-        load = _local_input if arg in sharding.local_args else _global_input
-        env[var] = load(var, spec, value, ranks, backend)
+    program = _program(graph, ranks)
+    env: dict[int, Any] = {}
+    local_args = sharding.local_args
+    for (arg, _), var, spec, value, expected in zip(
+        graph.input_keys, graph.inputs, sharding.inputs, bind_inputs(graph, args), program.expected
+    ):
+        if arg in local_args:
+            env[var.id] = _local_input(var, spec, value, ranks, expected)
+        else:
+            env[var.id] = _global_input(var, spec, value, ranks, backend)
     xp = module_of(x for shards in env.values() for x in shards.values())
-    for node in graph.nodes:
-        if isinstance(node.fn, Redistribute):
-            env[node.outputs[0]] = redistribute_shards(env[node.inputs[0]], node.fn.src, node.fn.dst, backend)
-            continue
-        if isinstance(node.fn, Constant):  # replicated, in the inputs' array library
+    for kind, node, ins, outs, single in program.steps:
+        if kind == _LOCAL:
+            local = node.sharding.local  # type: ignore[union-attr]
+            if single:
+                env[outs[0]] = {r: as_array(local(r, *[env[i][r] for i in ins])) for r in ranks}
+            elif len(ranks) == 1:  # under MPI: one rank, no per-rank dicts to zip
+                (r,) = ranks
+                for out, x in zip(outs, node.unpack(local(r, *[env[i][r] for i in ins]))):
+                    env[out] = {r: as_array(x)}
+            else:
+                results = {r: node.unpack(local(r, *[env[i][r] for i in ins])) for r in ranks}
+                for k, out in enumerate(outs):
+                    env[out] = {r: as_array(res[k]) for r, res in results.items()}
+        elif kind == _EXECUTE:  # start or wait of a lowered collective
+            env.update(zip(outs, node.fn.execute(backend, *[env[i] for i in ins])))
+        elif kind == _REDISTRIBUTE:
+            env[outs[0]] = redistribute_shards(env[ins[0]], node.fn.src, node.fn.dst, backend)
+        else:  # a constant: replicated, in the inputs' array library
             value = constant_value(node.fn, xp)
-            env[node.outputs[0]] = {r: value for r in ranks}
-            continue
-        local = node.sharding.local  # type: ignore[union-attr]
-        results = {r: node.unpack(local(r, *[env[v][r] for v in node.inputs])) for r in ranks}
-        for k, out in enumerate(node.outputs):
-            env[out] = {r: as_array(res[k]) for r, res in results.items()}
-    return unflatten(graph.out_tree, [env[v][ranks[0]] for v in graph.outputs])
+            env[outs[0]] = {r: value for r in ranks}
+    if sharding.outputs is None:
+        return unflatten(graph.out_tree, [env[v.id][ranks[0]] for v in graph.outputs])
+    return unflatten(
+        graph.out_tree, [_output(env[v.id], spec, ranks) for v, spec in zip(graph.outputs, sharding.outputs)]
+    )
+
+
+def _output(shards: Shards, spec: DTensorSpec, ranks: tuple[int, ...]) -> Any:
+    """A graph output: the array when replicated, else this process's shards (an array under MPI)."""
+    if spec.is_replicated():
+        return shards[ranks[0]]
+    if spec.mesh.backend == "mpi":
+        return shards[ranks[0]]
+    return LocalTensor({r: shards[r] for r in ranks})

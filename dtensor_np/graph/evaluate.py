@@ -33,7 +33,12 @@ def bind_inputs(graph: Graph, args: Sequence[Any]) -> list[Any]:
         raise TypeError(
             f"the graph takes {len(graph.arg_names)} arguments ({', '.join(graph.arg_names)}), got {len(args)}"
         )
-    provided = {(i, path_name(p)): leaf for i, arg in enumerate(args) for p, leaf in leaves_with_paths(arg)}
+    provided: dict[tuple[int, str], Any] = {}
+    for i, arg in enumerate(args):
+        if type(arg) is dict and all(type(k) is str and not _is_container(v) for k, v in arg.items()):
+            provided.update(((i, k), v) for k, v in arg.items())  # a flat dict: its keys are the paths
+        else:
+            provided.update(((i, path_name(p)), leaf) for p, leaf in leaves_with_paths(arg))
     names = dict(zip(graph.input_keys, graph.inputs))
     missing = [str(names[k]) for k in graph.input_keys if k not in provided]
     unexpected = [
@@ -45,6 +50,11 @@ def bind_inputs(graph: Graph, args: Sequence[Any]) -> list[Any]:
             f"missing {missing}, unexpected {unexpected}"
         )
     return [provided[k] for k in graph.input_keys]
+
+
+def _is_container(x: Any) -> bool:
+    """True for what a pytree walks into (dict, list, tuple, None) rather than holds as a leaf."""
+    return x is None or type(x) in (dict, list, tuple)
 
 
 def check_aval(var: Var, value: Any, expected: ShapeDtype | None = None) -> None:

@@ -42,6 +42,7 @@ __all__ = [
     "Var",
     "Constant",
     "Redistribute",
+    "MeshOp",
     "NodeSharding",
     "Node",
     "GraphSharding",
@@ -175,6 +176,47 @@ class Redistribute(Primitive):
         return f"{explain(plan_redistribute(self.src, self.dst), self.src)} [{', '.join(kinds) or 'local'}]"
 
 
+class MeshOp(Primitive):
+    """A primitive that exists only in sharded graphs: the pieces a redistribute is lowered to.
+
+    Subclasses (in :mod:`dtensor_np.passes`) are frozen dataclasses.  The
+    verifier, printer and interpreter use only this interface:
+
+    * ``abstract_eval(avals)``: the abstract values of the outputs;
+    * ``check_sharding(inputs, outputs)``: None, or what is wrong with the
+      specs a node of this op is marked with (per-rank shapes that do not add up);
+    * ``describe(sharding)``: the comment printed after the node;
+    * ``communicates``: True for ops the interpreter runs with
+      ``execute(backend, *values)`` (values are ``{rank: array}``, or an
+      in-flight handle) instead of ``NodeSharding.local`` once per rank;
+    * ``pending``: True when the outputs are in-flight collectives, which only
+      a ``wait`` node may read (exactly once).
+
+    Calling one on full arrays is an error: it only runs on a mesh.
+    """
+
+    communicates: ClassVar[bool] = False
+    pending: ClassVar[bool] = False
+    waits: ClassVar[bool] = False
+
+    def abstract_eval(self, avals: tuple[ShapeDtype, ...]) -> tuple[ShapeDtype, ...]:
+        raise NotImplementedError
+
+    def check_sharding(self, inputs: tuple[DTensorSpec, ...], outputs: tuple[DTensorSpec, ...]) -> Optional[str]:
+        return None
+
+    def describe(self, sharding: Optional["NodeSharding"]) -> str:
+        return ""
+
+    def execute(self, backend: Any, *values: Any) -> tuple[Any, ...]:
+        raise TypeError(f"{self.name} runs once per rank through its NodeSharding.local, not execute()")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"{self.name} only runs on a mesh: call the sharded graph, which holds it, rather than the op itself"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class NodeSharding:
     """How a node runs on a mesh.
@@ -273,11 +315,15 @@ class GraphSharding:
     The positional arguments in ``local_args`` (the parameters) are passed as
     this process's shards: an array per name under MPI, a ``LocalTensor`` per
     name in simulated mode.  The others are full arrays, replicated.
+    ``outputs`` gives the spec of every graph output (None: all replicated);
+    an output that is not replicated is returned as this process's shards.
     """
 
     mesh: DeviceMesh
     inputs: tuple[DTensorSpec, ...]
     local_args: tuple[int, ...] = (0,)
+    outputs: Optional[tuple[DTensorSpec, ...]] = None
+
 
 
 @dataclass(frozen=True, eq=False, slots=True)

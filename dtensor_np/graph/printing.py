@@ -3,8 +3,9 @@
 Inputs keep their names (``params.fc1.weight``, ``x``); every other value is
 numbered ``%0``, ``%1``... in the order it is defined.  On a sharded graph
 each value shows its placements after its abstract value, a redistribute node
-shows its plan and collectives, and a node that runs replicated for want of
-a sharding rule says so.
+shows its plan and collectives, a lowered collective or local step (see
+:mod:`dtensor_np.passes`) what it does, and a node that runs replicated for
+want of a sharding rule says so.
 
 Example:
     >>> import numpy as np
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..spec import DTensorSpec
-from .ir import Graph, Node, Redistribute, Var
+from .ir import Graph, MeshOp, Node, Redistribute, Var
 
 __all__ = ["format_graph", "format_value"]
 
@@ -66,6 +67,10 @@ def _node_line(node: Node, names: dict[Var, str], specs: dict[Var, DTensorSpec])
     line = f"{outs} = {node.op}({', '.join(args)})"
     if isinstance(node.fn, Redistribute):
         line += f"  # {node.fn.describe()}"
+    elif isinstance(node.fn, MeshOp):
+        text = node.fn.describe(node.sharding)
+        if text:
+            line += f"  # {text}"
     elif node.sharding is not None and node.sharding.note:
         line += f"  # {node.sharding.note}"
     return line
@@ -86,5 +91,7 @@ def format_graph(graph: Graph) -> str:
     lines = [f"graph({params}){where}:"]
     lines += [f"  {_node_line(node, names, specs)}" for node in graph.nodes]
     outs = ", ".join(names.get(v, str(v)) for v in graph.outputs)
+    if graph.sharding is not None and graph.sharding.outputs is not None:
+        outs = ", ".join(f"{names.get(v, str(v))} {spec}" for v, spec in zip(graph.outputs, graph.sharding.outputs))
     lines.append(f"  return {outs}")
     return "\n".join(lines)

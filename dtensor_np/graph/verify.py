@@ -11,7 +11,11 @@ was expected:
 * on a sharded graph: every value lives on the graph's mesh with its global
   shape, every node reads its inputs in the specs it needs (a redistribute
   sits wherever they differ), redistribute nodes go from their input's spec
-  to theirs, and the graph outputs are replicated.
+  to theirs, and the graph outputs have the specs the graph promises
+  (replicated unless ``GraphSharding.outputs`` says otherwise);
+* lowered graphs (see :mod:`dtensor_np.passes`): every in-flight collective
+  is waited for exactly once and read by nothing else, and every lowered op's
+  specs agree with what it does to each rank's shape.
 
 Example:
     >>> import dataclasses, numpy as np
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 from ..errors import ShardingError
 from ..spec import DTensorSpec
-from .ir import Constant, Graph, Node, Redistribute, ShapeDtype, Var
+from .ir import Constant, Graph, MeshOp, Node, Redistribute, ShapeDtype, Var
 from .tracer import output_avals
 
 __all__ = ["GraphError", "verify"]
@@ -49,6 +53,8 @@ def expected_avals(node: Node) -> tuple[ShapeDtype, ...]:
         return (ShapeDtype.of(node.fn.value),)
     if isinstance(node.fn, Redistribute):
         return tuple(v.aval for v in node.inputs)
+    if isinstance(node.fn, MeshOp):
+        return tuple(node.fn.abstract_eval(tuple(v.aval for v in node.inputs)))
     avals, _ = output_avals(node.fn, node.method, node.args, dict(node.kwargs))
     return avals
 
@@ -99,11 +105,42 @@ def verify(graph: Graph, *, check_shapes: bool = True) -> Graph:
                 raise GraphError(f"{where} declares outputs {_avals(declared)}, but its inputs give {_avals(expected)}")
     for v in graph.outputs:
         check_read(v, "the graph output")
+    _verify_pending(graph)
     if graph.out_tree.num_leaves != len(graph.outputs):
         raise GraphError(f"the output tree {graph.out_tree} holds {graph.out_tree.num_leaves} values, not {len(graph.outputs)}")
     if graph.sharding is not None:
         _verify_sharding(graph)
     return graph
+
+
+def _verify_pending(graph: Graph) -> None:
+    """An in-flight collective (the output of a start node) is read once, by a wait node, and never returned."""
+    pending: dict[int, str] = {}
+    for i, node in enumerate(graph.nodes):
+        if isinstance(node.fn, MeshOp) and node.fn.pending:
+            for v in node.outputs:
+                pending[v.id] = f"node {i} ({node.op})"
+    if not pending:
+        return
+    readers: dict[int, int] = {}
+    for i, node in enumerate(graph.nodes):
+        waits = isinstance(node.fn, MeshOp) and node.fn.waits
+        for v in node.inputs:
+            if v.id in pending:
+                if not waits:
+                    raise GraphError(
+                        f"node {i} ({node.op}) reads {v}, the in-flight result of {pending[v.id]}: "
+                        f"only a wait node may read it"
+                    )
+                readers[v.id] = readers.get(v.id, 0) + 1
+        if waits and any(v.id not in pending for v in node.inputs):
+            raise GraphError(f"node {i} ({node.op}) waits for a value that is not an in-flight collective")
+    for v in graph.outputs:
+        if v.id in pending:
+            raise GraphError(f"the graph returns {v}, the in-flight result of {pending[v.id]}: wait for it first")
+    for vid, where in pending.items():
+        if readers.get(vid, 0) != 1:
+            raise GraphError(f"the in-flight result of {where} is waited for {readers.get(vid, 0)} times, expected once")
 
 
 def _check_spec(spec: DTensorSpec, var: Var, graph: Graph, where: str) -> None:
@@ -143,11 +180,23 @@ def _verify_sharding(graph: Graph) -> None:
         if isinstance(node.fn, Redistribute):
             if (node.fn.src, node.fn.dst) != (s.inputs[0], s.outputs[0]):
                 raise GraphError(f"{where} moves {node.fn.src} -> {node.fn.dst} but is marked {s.inputs[0]} -> {s.outputs[0]}")
-        elif s.local is None:
+        elif s.local is None and not (isinstance(node.fn, MeshOp) and node.fn.communicates):
             raise GraphError(f"{where} has no per-rank function")
+        if isinstance(node.fn, MeshOp):
+            problem = node.fn.check_sharding(s.inputs, s.outputs)
+            if problem:
+                raise GraphError(f"{where}: {problem}")
         for v, spec in zip(node.outputs, s.outputs):
             _check_spec(spec, v, graph, where)
             specs[v] = spec
-    for v in graph.outputs:
-        if not specs[v].is_replicated():
-            raise GraphError(f"the graph output {v} is {specs[v]}; expected it replicated")
+    if sharding.outputs is None:
+        for v in graph.outputs:
+            if not specs[v].is_replicated():
+                raise GraphError(f"the graph output {v} is {specs[v]}; expected it replicated")
+        return
+    if len(sharding.outputs) != len(graph.outputs):
+        raise GraphError(f"expected one output spec per graph output ({len(graph.outputs)}), got {len(sharding.outputs)}")
+    for v, want in zip(graph.outputs, sharding.outputs):
+        _check_spec(want, v, graph, "a graph output")
+        if specs[v] != want:
+            raise GraphError(f"the graph output {v} is {specs[v]}; the graph promises {want}")

@@ -37,7 +37,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Mapping, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from ..dtensor import distribute_tensor
 from ..errors import ShardingError
@@ -74,13 +74,31 @@ def tp_mesh_dim(mesh: DeviceMesh, mesh_dim: Union[int, str, None] = None) -> int
     )
 
 
-def shard_graph(graph: Graph, input_specs: tuple[DTensorSpec, ...], local_args: tuple[int, ...] = (PARAMS_ARG,)) -> Graph:
+def shard_graph(
+    graph: Graph,
+    input_specs: tuple[DTensorSpec, ...],
+    local_args: tuple[int, ...] = (PARAMS_ARG,),
+    output_specs: Optional[Sequence[Union[DTensorSpec, Sequence[Placement]]]] = None,
+) -> Graph:
     """``graph`` with every node marked and redistributes inserted, given its inputs' specs.
 
     The general pass under ``tensor_parallel_transform``: any input specs on
-    one mesh work.  Graph outputs are made replicated.  The positional
-    arguments in ``local_args`` are passed as local shards when the new graph
-    is called (see :class:`~dtensor_np.graph.GraphSharding`).
+    one mesh work.  Graph outputs are made replicated, unless
+    ``output_specs`` gives one spec (or placements) per output, e.g.
+    ``Shard(0)`` for FSDP gradients that end reduce-scattered; such outputs
+    come back as this process's shards.  The positional arguments in
+    ``local_args`` are passed as local shards when the new graph is called
+    (see :class:`~dtensor_np.graph.GraphSharding`).
+
+    Example:
+        >>> import numpy as np, dtensor_np as dt
+        >>> from dtensor_np.graph import trace
+        >>> mesh = dt.DeviceMesh((2,))
+        >>> g = trace(lambda p, x: x.T @ p["dy"], {"dy": np.ones((4, 3))}, np.ones((4, 2)))
+        >>> batch_sharded = [dt.DTensorSpec(mesh, (dt.Shard(0),), v.aval.meta) for v in g.inputs]
+        >>> sharded = shard_graph(g, batch_sharded, output_specs=[(dt.Shard(0),)])
+        >>> [n.op for n in sharded.nodes], sharded.nodes[-1].fn.describe()
+        (['transpose', 'matmul', 'redistribute'], 'P(sum)->S(0) [reduce_scatter]')
     """
     if len(input_specs) != len(graph.inputs):
         raise ShardingError(f"expected one spec per graph input ({len(graph.inputs)}), got {len(input_specs)}")
@@ -114,11 +132,40 @@ def shard_graph(graph: Graph, input_specs: tuple[DTensorSpec, ...], local_args: 
         inputs = [as_spec(v, need) for v, need in zip(node.inputs, sharding.inputs)]
         nodes.append(replace(node.with_inputs(inputs), sharding=sharding))
         specs.update(zip(node.outputs, sharding.outputs))
-    outputs = tuple(as_spec(v, replicated(mesh, specs[v].tensor_meta)) for v in graph.outputs)
+    if output_specs is None:
+        outputs = tuple(as_spec(v, replicated(mesh, specs[v].tensor_meta)) for v in graph.outputs)
+        promised = None
+    else:
+        promised = _output_specs(graph, mesh, output_specs)
+        outputs = tuple(as_spec(v, spec) for v, spec in zip(graph.outputs, promised))
     sharded = replace(
-        graph, nodes=tuple(nodes), outputs=outputs, sharding=GraphSharding(mesh, tuple(input_specs), tuple(local_args))
+        graph,
+        nodes=tuple(nodes),
+        outputs=outputs,
+        sharding=GraphSharding(mesh, tuple(input_specs), tuple(local_args), promised),
     )
     return verify(sharded, check_shapes=False)
+
+
+def _output_specs(
+    graph: Graph, mesh: DeviceMesh, output_specs: Sequence[Union[DTensorSpec, Sequence[Placement]]]
+) -> tuple[DTensorSpec, ...]:
+    """One spec per graph output, on ``mesh`` with the output's global shape and dtype."""
+    if len(output_specs) != len(graph.outputs):
+        raise ShardingError(f"expected one output spec per graph output ({len(graph.outputs)}), got {len(output_specs)}")
+    out = []
+    for v, given in zip(graph.outputs, output_specs):
+        if isinstance(given, DTensorSpec):
+            if given.mesh != mesh:
+                raise ShardingError(f"output spec {given} is on {given.mesh!r}, expected the inputs' mesh {mesh!r}")
+            if given.tensor_meta is not None and given.tensor_meta != v.aval.meta:
+                raise ShardingError(f"output {v}: the spec has meta {given.tensor_meta!r}, the graph gives {v.aval}")
+            out.append(DTensorSpec(mesh, given.placements, v.aval.meta, given.shard_order))
+        elif isinstance(given, (list, tuple)):
+            out.append(DTensorSpec(mesh, tuple(given), v.aval.meta))
+        else:
+            raise TypeError(f"an output spec must be a DTensorSpec or a sequence of placements, got {given!r}")
+    return tuple(out)
 
 
 def local_parameters(flat: Mapping[str, Any], specs: Mapping[str, DTensorSpec]) -> dict[str, Any]:
