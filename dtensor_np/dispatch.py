@@ -96,8 +96,6 @@ def dispatch(func: Any, args: tuple, kwargs: Mapping[str, Any]) -> Any:
 
 
 def _run(rule: OpRule, args: tuple, kwargs: Mapping[str, Any]) -> Any:
-    from .dtensor import DTensor
-
     tensors, key = rule.bind(tuple(args), dict(kwargs))
     mesh = tensors[0].mesh
     for t in tensors[1:]:

@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Sequence
 
@@ -307,16 +306,6 @@ def _as_tuple(placements: Sequence[Placement]) -> tuple[Placement, ...]:
     if not isinstance(placements, (list, tuple)):
         raise TypeError(f"placements must be a list or tuple of placements, got {placements!r}")
     return tuple(placements)
-
-
-@lru_cache(maxsize=4096)
-def _target_spec(spec: DTensorSpec, placements: tuple[Placement, ...], shard_order: Optional[ShardOrder]) -> DTensorSpec:
-    return DTensorSpec(spec.mesh, placements, spec.tensor_meta, shard_order)
-
-
-@lru_cache(maxsize=4096)
-def _replicated_spec(spec: DTensorSpec) -> DTensorSpec:
-    return DTensorSpec(spec.mesh, (Replicate(),) * spec.mesh.ndim, spec.tensor_meta)
 
 
 def distribute_tensor(
