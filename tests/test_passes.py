@@ -444,6 +444,9 @@ def test_bucketed_reduce_scatter_is_bitwise_under_mpich_with_a_pinned_algorithm(
     env.update(
         MPIR_CVAR_IREDUCE_SCATTER_BLOCK_INTRA_ALGORITHM="sched_pairwise",
         MPIR_CVAR_IREDUCE_SCATTER_INTRA_ALGORITHM="sched_pairwise",
+        # a start followed at once by its wait runs the blocking call: pin it the same way
+        MPIR_CVAR_REDUCE_SCATTER_BLOCK_INTRA_ALGORITHM="pairwise",
+        MPIR_CVAR_REDUCE_SCATTER_INTRA_ALGORITHM="pairwise",
         PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""),
         OMP_NUM_THREADS="1",
         MPIR_CVAR_ENABLE_HEAVY_YIELD="1",

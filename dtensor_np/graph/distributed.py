@@ -110,7 +110,7 @@ def _global_input(var: Var, spec: DTensorSpec, value: Any, ranks: tuple[int, ...
 
 
 # How each node runs (see _program): a redistribute, a start or wait, a constant, a per-rank function.
-_REDISTRIBUTE, _EXECUTE, _CONSTANT, _LOCAL = range(4)
+_REDISTRIBUTE, _EXECUTE, _CONSTANT, _LOCAL, _BLOCKING = range(5)
 _Step = tuple[int, Node, tuple[int, ...], tuple[int, ...], bool]
 
 
@@ -126,7 +126,22 @@ class _Program:
     def __init__(self, graph: Graph, ranks: tuple[int, ...]) -> None:
         self.graph = graph  # held, so its id is not reused while cached
         steps: list[_Step] = []
-        for node in graph.nodes:
+        nodes = graph.nodes
+        skip = -1
+        for index, node in enumerate(nodes):
+            if index == skip:
+                continue
+            after = nodes[index + 1] if index + 1 < len(nodes) else None
+            if (
+                hasattr(node.fn, "execute_blocking")
+                and after is not None
+                and getattr(after.fn, "waits", False)
+                and after.inputs == node.outputs
+            ):
+                # Nothing runs between the start and its wait: one blocking call instead.
+                steps.append((_BLOCKING, node, tuple(v.id for v in node.inputs), tuple(v.id for v in after.outputs), True))
+                skip = index + 1
+                continue
             if isinstance(node.fn, Redistribute):
                 kind = _REDISTRIBUTE
             elif isinstance(node.fn, MeshOp) and node.fn.communicates:
@@ -190,6 +205,8 @@ def run_sharded(graph: Graph, *args: Any) -> Any:
                 results = {r: node.unpack(local(r, *[env[i][r] for i in ins])) for r in ranks}
                 for k, out in enumerate(outs):
                     env[out] = {r: as_array(res[k]) for r, res in results.items()}
+        elif kind == _BLOCKING:  # a lowered collective whose wait follows its start at once
+            env[outs[0]] = node.fn.execute_blocking(backend, env[ins[0]])
         elif kind == _EXECUTE:  # start or wait of a lowered collective
             env.update(zip(outs, node.fn.execute(backend, *[env[i] for i in ins])))
         elif kind == _REDISTRIBUTE:
