@@ -167,8 +167,22 @@ def _pack_uneven(shape: tuple[int, ...], sizes: tuple[int, ...], axis: int,
     return pack
 
 
-def _team_of(backend: MpiBackend, groups: Groups) -> Any:
-    return backend._team(groups)
+def _start(backend: MpiBackend, groups: Groups, shape: Any, dtype: Any, kind: str) -> tuple[Any, int, tuple[int, ...], np.dtype]:
+    """What every prepared collective starts from: the group's team, this rank, the shape and the checked dtype."""
+    team = backend._team(groups)
+    shape = _shape_of(shape)
+    dtype = np.dtype(dtype)
+    validate_dtype(dtype, kind)
+    return team, backend.rank, shape, dtype
+
+
+def _general(method: Callable[..., Any], rank: int, groups: Groups, **kwargs: Any) -> Callable[[Array], Array]:
+    """The backend's general method on this rank's array: the path for inputs the prepared call does not fit."""
+
+    def general(x: Array) -> Array:
+        return method({rank: x}, groups, check=False, **kwargs)[rank]
+
+    return general
 
 
 def prepare_all_gather(
@@ -177,11 +191,7 @@ def prepare_all_gather(
 ) -> Prepared:
     """``all_gather`` of this rank's array of ``shape``/``dtype`` (see ``MpiBackend.all_gather``)."""
     kind = "all_gather"
-    team = _team_of(backend, groups)
-    rank = backend.rank
-    shape = _shape_of(shape)
-    dtype = np.dtype(dtype)
-    validate_dtype(dtype, kind)
+    team, rank, shape, dtype = _start(backend, groups, shape, dtype, kind)
     axis = normalize_axis(axis, len(shape), kind)
     sizes = None if in_sizes is None else group_sizes(in_sizes, team.group, kind, "in_sizes")
     if sizes is not None and sizes[team.position] != shape[axis]:
@@ -189,10 +199,7 @@ def prepare_all_gather(
             f"{kind}: in_sizes gives rank {rank} length {sizes[team.position]} along axis {axis}, "
             f"but its shape is {shape}"
         )
-    all_gather = backend.all_gather
-
-    def general(x: Array) -> Array:
-        return all_gather({rank: x}, groups, axis=axis, in_sizes=in_sizes, check=False)[rank]
+    general = _general(backend.all_gather, rank, groups, axis=axis, in_sizes=in_sizes)
 
     k = team.size
     if sizes is None:
@@ -268,16 +275,9 @@ def prepare_all_reduce(
     """``all_reduce`` of this rank's array of ``shape``/``dtype`` (see ``MpiBackend.all_reduce``)."""
     kind = "all_reduce"
     validate_reduce_op(op, kind)
-    team = _team_of(backend, groups)
-    rank = backend.rank
-    shape = _shape_of(shape)
-    dtype = np.dtype(dtype)
-    validate_dtype(dtype, kind)
+    team, rank, shape, dtype = _start(backend, groups, shape, dtype, kind)
     validate_reduction(dtype, op, kind)
-    all_reduce = backend.all_reduce
-
-    def general(x: Array) -> Array:
-        return all_reduce({rank: x}, groups, op=op, check=False)[rank]
+    general = _general(backend.all_reduce, rank, groups, op=op)
 
     if not dtype.isnative:
         return Prepared(kind, shape, dtype, shape, "general", general)
@@ -315,11 +315,7 @@ def prepare_reduce_scatter(
     """``reduce_scatter`` of this rank's array of ``shape``/``dtype`` (see ``MpiBackend.reduce_scatter``)."""
     kind = "reduce_scatter"
     validate_reduce_op(op, kind)
-    team = _team_of(backend, groups)
-    rank = backend.rank
-    shape = _shape_of(shape)
-    dtype = np.dtype(dtype)
-    validate_dtype(dtype, kind)
+    team, rank, shape, dtype = _start(backend, groups, shape, dtype, kind)
     validate_reduction(dtype, op, kind)
     axis = normalize_axis(axis, len(shape), kind)
     k = team.size
@@ -327,10 +323,7 @@ def prepare_reduce_scatter(
              else group_sizes(out_sizes, team.group, kind, "out_sizes"))
     if sum(sizes) != shape[axis]:
         raise CollectiveError(f"{kind}: out_sizes {sizes} do not add up to length {shape[axis]} of axis {axis}")
-    reduce_scatter = backend.reduce_scatter
-
-    def general(x: Array) -> Array:
-        return reduce_scatter({rank: x}, groups, op=op, axis=axis, out_sizes=out_sizes, check=False)[rank]
+    general = _general(backend.reduce_scatter, rank, groups, op=op, axis=axis, out_sizes=out_sizes)
 
     out_shape = with_length(shape, axis, sizes[team.position])
     if not dtype.isnative:
@@ -386,11 +379,7 @@ def prepare_all_to_all(
 ) -> Prepared:
     """``all_to_all`` of this rank's array of ``shape``/``dtype`` (see ``MpiBackend.all_to_all``)."""
     kind = "all_to_all"
-    team = _team_of(backend, groups)
-    rank = backend.rank
-    shape = _shape_of(shape)
-    dtype = np.dtype(dtype)
-    validate_dtype(dtype, kind)
+    team, rank, shape, dtype = _start(backend, groups, shape, dtype, kind)
     ndim = len(shape)
     split_axis = normalize_axis(split_axis, ndim, kind, "split_axis")
     concat_axis = normalize_axis(concat_axis, ndim, kind, "concat_axis")
@@ -409,11 +398,10 @@ def prepare_all_to_all(
             f"{kind}: in_sizes gives rank {rank} length {concat_sizes[team.position]} along the concat axis, "
             f"but its shape is {shape}"
         )
-    all_to_all = backend.all_to_all
-
-    def general(x: Array) -> Array:
-        return all_to_all({rank: x}, groups, split_axis=split_axis, concat_axis=concat_axis,
-                          in_sizes=in_sizes, out_sizes=out_sizes, check=False)[rank]
+    general = _general(
+        backend.all_to_all, rank, groups, split_axis=split_axis, concat_axis=concat_axis,
+        in_sizes=in_sizes, out_sizes=out_sizes,
+    )
 
     mine = with_length(shape, split_axis, split_sizes[team.position])
     out_shape = with_length(mine, concat_axis, sum(concat_sizes))
