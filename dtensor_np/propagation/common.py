@@ -15,6 +15,8 @@ from .einop import OutputSharding, parse_equation
 __all__ = [
     "single_sharding",
     "harmonize",
+    "single_partials",
+    "settle_keeping",
     "replicate_mesh_dims",
     "with_meta",
     "settle",
@@ -102,6 +104,44 @@ def _numel(spec: DTensorSpec) -> int:
     for s in spec.shape:
         n *= s
     return n
+
+
+def single_partials(specs: Sequence[DTensorSpec], allowed: Optional[Iterable[int]] = None) -> dict[int, tuple[int, Partial]]:
+    """Mesh dims whose pending sum can stay pending through a product: ``{mesh_dim: (input, placement)}``.
+
+    That is where exactly one input (among ``allowed``, default all) holds a
+    ``Partial`` sum or avg and no input is sharded: the op is linear in that input.
+    """
+    allowed = None if allowed is None else set(allowed)
+    keep: dict[int, tuple[int, Partial]] = {}
+    for m in range(specs[0].mesh.ndim):
+        holders = [i for i, s in enumerate(specs) if isinstance(s.placements[m], Partial)]
+        if len(holders) != 1 or (allowed is not None and holders[0] not in allowed):
+            continue
+        p = specs[holders[0]].placements[m]
+        if p.reduce_op in ("sum", "avg") and not any(isinstance(s.placements[m], Shard) for s in specs):  # type: ignore[union-attr]
+            keep[m] = (holders[0], p)  # type: ignore[assignment]
+    return keep
+
+
+def settle_keeping(
+    rule: Callable[[tuple[DTensorSpec, ...]], OutputSharding],
+    specs: Sequence[DTensorSpec],
+    keep: Mapping[int, tuple[int, Partial]],
+) -> tuple[tuple[DTensorSpec, ...], DTensorSpec]:
+    """:func:`settle` with every pending sum reduced except those in ``keep``, which stay on their input and the output."""
+    inputs, out = settle(rule, tuple(partial_free(s) for s in specs))
+    if not keep:
+        return inputs, out
+    inputs = tuple(
+        s.with_placements(
+            tuple(keep[m][1] if m in keep and keep[m][0] == i else p for m, p in enumerate(s.placements)),
+            s.shard_order,
+        )
+        for i, s in enumerate(inputs)
+    )
+    out = out.with_placements(tuple(keep[m][1] if m in keep else p for m, p in enumerate(out.placements)), out.shard_order)
+    return inputs, out
 
 
 def with_meta(spec: DTensorSpec, shape: Sequence[int], dtype: Any = None) -> DTensorSpec:

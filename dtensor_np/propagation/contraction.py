@@ -21,9 +21,8 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 
 from ..errors import ShardingError
-from ..placements import Partial, Shard
 from ..spec import DTensorSpec
-from .common import freeze, harmonize, partial_free, settle, single_sharding
+from .common import freeze, harmonize, settle_keeping, single_partials, single_sharding
 from .einop import einop_rule, pointwise_equation
 from .elementwise import bind_operands, elementwise_decision
 from .registry import Decision, OpRule, register
@@ -138,26 +137,7 @@ def einsum_equation(subscripts: str, shapes: Sequence[Sequence[int]]) -> str:
 def contraction_decision(equation: str, specs: tuple[DTensorSpec, ...], local: Any) -> Decision:
     """The decision of a contraction: einop propagation, keeping one operand's pending sum."""
     specs = harmonize(equation, [single_sharding(s) for s in specs])
-    keep: dict[int, tuple[int, Partial]] = {}
-    for m in range(specs[0].mesh.ndim):
-        holders = [i for i, s in enumerate(specs) if isinstance(s.placements[m], Partial)]
-        if len(holders) == 1 and not any(isinstance(s.placements[m], Shard) for s in specs):
-            p = specs[holders[0]].placements[m]
-            if p.reduce_op in ("sum", "avg"):  # type: ignore[union-attr]
-                keep[m] = (holders[0], p)  # type: ignore[assignment]
-    stripped = tuple(partial_free(s) for s in specs)
-    inputs, out = settle(lambda ss: einop_rule(equation, ss), stripped)
-    if keep:
-        inputs = tuple(
-            s.with_placements(
-                tuple(keep[m][1] if m in keep and keep[m][0] == i else p for m, p in enumerate(s.placements)),
-                s.shard_order,
-            )
-            for i, s in enumerate(inputs)
-        )
-        out = out.with_placements(
-            tuple(keep[m][1] if m in keep else p for m, p in enumerate(out.placements)), out.shard_order
-        )
+    inputs, out = settle_keeping(lambda ss: einop_rule(equation, ss), specs, single_partials(specs))
     return Decision(inputs, (out,), local)
 
 

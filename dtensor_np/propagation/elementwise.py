@@ -25,9 +25,9 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 
 from ..errors import ShardingError
-from ..placements import Partial, Shard
+from ..placements import Partial
 from ..spec import DTensorSpec
-from .common import freeze, harmonize, partial_free, scalar_key, settle, single_sharding
+from .common import freeze, harmonize, scalar_key, settle, settle_keeping, single_partials, single_sharding
 from .einop import pointwise_equation, pointwise_rule
 from .registry import Decision, OpRule, is_sharded, register
 
@@ -57,24 +57,6 @@ def _merge(arrays: Sequence[Any], scalars: tuple, n: int) -> list[Any]:
     return [fixed[i] if i in fixed else next(it) for i in range(n)]
 
 
-def _multiplicative_partials(specs: tuple[DTensorSpec, ...], positions: Sequence[int], tensor_positions: Sequence[int]) -> dict[int, tuple[int, Partial]]:
-    """Mesh dims whose pending sum may stay pending through a product: {mesh_dim: (input, placement)}."""
-    keep: dict[int, tuple[int, Partial]] = {}
-    mesh = specs[0].mesh
-    for m in range(mesh.ndim):
-        holders = [i for i, s in enumerate(specs) if isinstance(s.placements[m], Partial)]
-        if len(holders) != 1:
-            continue
-        i = holders[0]
-        p = specs[i].placements[m]
-        if p.reduce_op not in ("sum", "avg") or tensor_positions[i] not in positions:  # type: ignore[union-attr]
-            continue
-        if any(isinstance(s.placements[m], Shard) for s in specs):
-            continue
-        keep[m] = (i, p)  # type: ignore[assignment]
-    return keep
-
-
 def elementwise_decision(
     specs: tuple[DTensorSpec, ...],
     local: Any,
@@ -86,21 +68,10 @@ def elementwise_decision(
 ) -> Decision:
     """The decision of a broadcasting elementwise op over ``specs``."""
     specs = harmonize(pointwise_equation([s.shape for s in specs]), [single_sharding(s) for s in specs])
-    keep = _multiplicative_partials(specs, multiplicative_positions, tensor_positions) if multiplicative_positions else {}
+    allowed = [i for i, position in enumerate(tensor_positions) if position in multiplicative_positions]
+    keep = single_partials(specs, allowed) if multiplicative_positions else {}
     if keep:
-        stripped = tuple(partial_free(s) for s in specs)
-        inputs, out = settle(lambda ss: pointwise_rule(ss), stripped)
-        # put the kept pending sums back on their inputs and on the output
-        inputs = tuple(
-            s.with_placements(
-                tuple(keep[m][1] if m in keep and keep[m][0] == i else p for m, p in enumerate(s.placements)),
-                s.shard_order,
-            )
-            for i, s in enumerate(inputs)
-        )
-        out = out.with_placements(
-            tuple(keep[m][1] if m in keep else p for m, p in enumerate(out.placements)), out.shard_order
-        )
+        inputs, out = settle_keeping(pointwise_rule, specs, keep)
     else:
         # Pending sums flow through a linear op only when every input carries them.  pointwise_rule
         # would also let a replicated input join (dividing it by the group size, as PyTorch does);
