@@ -238,31 +238,36 @@ def _mpi_local(src: DTensorSpec, dst: DTensorSpec, backend: Any) -> tuple[int, C
     return rank, run
 
 
-def _mpi_step(step: Step, mesh, before: Blocks, after: Blocks, coords, rank: int, backend: Any, dtype) -> Callable[[Any], Any]:
-    """One step of the plan for this rank's array (a prepared collective or a local op)."""
-    groups = mesh.groups(step.mesh_dims)
+def _arguments(step: Step, mesh, before: Blocks, after: Blocks) -> dict[str, Any]:
+    """The backend's keyword arguments for a collective step: groups, axes, op, every rank's sizes."""
+    args: dict[str, Any] = {"groups": mesh.groups(step.mesh_dims)}
     kind = step.kind
-    shape = before[rank][0]
     if kind == "all_gather":
         axis = step.src.dim  # type: ignore[union-attr]
-        in_sizes = {r: b[0][axis] for r, b in before.items()}
-        return backend.prepare_all_gather(groups, shape, dtype, axis=axis, in_sizes=in_sizes).run
-    if kind == "all_reduce":
-        op = step.src.reduce_op  # type: ignore[union-attr]
-        return backend.prepare_all_reduce(groups, shape, dtype, op=op).run
-    if kind == "reduce_scatter":
-        op = step.src.reduce_op  # type: ignore[union-attr]
+        args.update(axis=axis, in_sizes={r: b[0][axis] for r, b in before.items()})
+    elif kind == "all_reduce":
+        args.update(op=step.src.reduce_op)  # type: ignore[union-attr]
+    elif kind == "reduce_scatter":
         axis = step.dst.dim  # type: ignore[union-attr]
-        out_sizes = {r: a[0][axis] for r, a in after.items()}
-        return backend.prepare_reduce_scatter(groups, shape, dtype, op=op, axis=axis, out_sizes=out_sizes).run
-    if kind == "all_to_all":
-        concat_axis = step.src.dim  # type: ignore[union-attr]
-        split_axis = step.dst.dim  # type: ignore[union-attr]
-        in_sizes = {r: b[0][concat_axis] for r, b in before.items()}
-        out_sizes = {r: a[0][split_axis] for r, a in after.items()}
-        return backend.prepare_all_to_all(
-            groups, shape, dtype, split_axis=split_axis, concat_axis=concat_axis, in_sizes=in_sizes, out_sizes=out_sizes
-        ).run
+        args.update(op=step.src.reduce_op, axis=axis, out_sizes={r: a[0][axis] for r, a in after.items()})  # type: ignore[union-attr]
+    else:  # all_to_all: S(concat) -> S(split)
+        concat_axis, split_axis = step.src.dim, step.dst.dim  # type: ignore[union-attr]
+        args.update(
+            split_axis=split_axis,
+            concat_axis=concat_axis,
+            in_sizes={r: b[0][concat_axis] for r, b in before.items()},
+            out_sizes={r: a[0][split_axis] for r, a in after.items()},
+        )
+    return args
+
+
+def _mpi_step(step: Step, mesh, before: Blocks, after: Blocks, coords, rank: int, backend: Any, dtype) -> Callable[[Any], Any]:
+    """One step of the plan for this rank's array (a prepared collective or a local op)."""
+    kind = step.kind
+    shape = before[rank][0]
+    if step.is_collective:
+        prepare = getattr(backend, f"prepare_{kind}")
+        return prepare(shape=shape, dtype=dtype, **_arguments(step, mesh, before, after)).run
     if kind == "chunk":
         return _chunk(shape, _relative_slice(before[rank], after[rank]), after[rank][0], dtype)
     if kind == "partition":
@@ -300,36 +305,10 @@ def _chunk(shape: tuple[int, ...], index: tuple[slice, ...], out_shape: tuple[in
 
 
 def _operation(step: Step, mesh, before, after, coords, ranks) -> Operation:
-    groups = mesh.groups(step.mesh_dims)
     kind = step.kind
-    if kind == "all_gather":
-        axis = step.src.dim  # type: ignore[union-attr]
-        in_sizes = {r: b[0][axis] for r, b in before.items()}
-        return lambda backend, shards: backend.all_gather(shards, groups, axis=axis, in_sizes=in_sizes, check=False)
-    if kind == "all_reduce":
-        op = step.src.reduce_op  # type: ignore[union-attr]
-        return lambda backend, shards: backend.all_reduce(shards, groups, op=op, check=False)
-    if kind == "reduce_scatter":
-        op = step.src.reduce_op  # type: ignore[union-attr]
-        axis = step.dst.dim  # type: ignore[union-attr]
-        out_sizes = {r: a[0][axis] for r, a in after.items()}
-        return lambda backend, shards: backend.reduce_scatter(
-            shards, groups, op=op, axis=axis, out_sizes=out_sizes, check=False
-        )
-    if kind == "all_to_all":
-        concat_axis = step.src.dim  # type: ignore[union-attr]
-        split_axis = step.dst.dim  # type: ignore[union-attr]
-        in_sizes = {r: b[0][concat_axis] for r, b in before.items()}
-        out_sizes = {r: a[0][split_axis] for r, a in after.items()}
-        return lambda backend, shards: backend.all_to_all(
-            shards,
-            groups,
-            split_axis=split_axis,
-            concat_axis=concat_axis,
-            in_sizes=in_sizes,
-            out_sizes=out_sizes,
-            check=False,
-        )
+    if step.is_collective:
+        args = _arguments(step, mesh, before, after)
+        return lambda backend, shards: getattr(backend, kind)(shards, check=False, **args)
     if kind == "chunk":
         slices = {r: _relative_slice(before[r], after[r]) for r in ranks}
         return lambda backend, shards: {r: _contiguous(x[slices[r]]) for r, x in shards.items()}
