@@ -12,10 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import CollectiveError
-from .protocol import Groups
+from .protocol import Groups, Sizes
 
 __all__ = [
     "GroupLayout",
+    "all_equal",
+    "all_to_all_arguments",
+    "axis_and_sizes",
     "check_distinct_axes",
     "check_root",
     "chunk_sizes",
@@ -25,6 +28,7 @@ __all__ = [
     "is_leading_axis",
     "normalize_axis",
     "offsets",
+    "piece_counts",
     "with_length",
 ]
 
@@ -171,6 +175,56 @@ def group_sizes(sizes: Mapping[int, int], group: tuple[int, ...], kind: str, nam
                 f"{kind}: {name} must be non-negative ints, got {size!r} for rank {rank}"
             )
     return tuple(int(size) for size in picked)
+
+
+def axis_and_sizes(
+    kind: str, ndim: int, group: tuple[int, ...], axis: int, sizes: Sizes | None, name: str
+) -> tuple[int, tuple[int, ...] | None]:
+    """``axis`` normalised for ``ndim`` dims, and the lengths ``sizes`` (argument ``name``) gives ``group``.
+
+    Example:
+        >>> axis_and_sizes("all_gather", 2, (1, 0), -1, {0: 3, 1: 1}, "in_sizes")
+        (1, (1, 3))
+    """
+    axis = normalize_axis(axis, ndim, kind)
+    return axis, None if sizes is None else group_sizes(sizes, group, kind, name)
+
+
+def all_to_all_arguments(
+    kind: str, ndim: int, group: tuple[int, ...], split_axis: int, concat_axis: int,
+    in_sizes: Sizes | None, out_sizes: Sizes | None,
+) -> tuple[int, int, tuple[int, ...] | None, tuple[int, ...] | None]:
+    """An all_to_all's axes (normalised, distinct) and its split and concat lengths for ``group``.
+
+    Returns ``split_axis, concat_axis, split_sizes, concat_sizes``: the split lengths come
+    from ``out_sizes`` and the concat lengths from ``in_sizes`` (None when not given).
+
+    Example:
+        >>> all_to_all_arguments("all_to_all", 2, (0, 1), 1, 0, None, {0: 2, 1: 1})
+        (1, 0, (2, 1), None)
+    """
+    split_axis = normalize_axis(split_axis, ndim, kind, "split_axis")
+    concat_axis = normalize_axis(concat_axis, ndim, kind, "concat_axis")
+    check_distinct_axes(kind, split_axis, concat_axis)
+    split_sizes = None if out_sizes is None else group_sizes(out_sizes, group, kind, "out_sizes")
+    concat_sizes = None if in_sizes is None else group_sizes(in_sizes, group, kind, "in_sizes")
+    return split_axis, concat_axis, split_sizes, concat_sizes
+
+
+def all_equal(sizes: Sequence[int]) -> bool:
+    """True when every piece has the first one's length (so the even MPI call fits)."""
+    return sizes.count(sizes[0]) == len(sizes)
+
+
+def piece_counts(shape: tuple[int, ...], axis: int, sizes: Sequence[int]) -> list[int]:
+    """Elements in each piece of ``sizes`` along ``axis`` of an array of ``shape``.
+
+    Example:
+        >>> piece_counts((2, 3, 4), 1, (2, 1))
+        [16, 8]
+    """
+    per_unit = math.prod(shape[:axis]) * math.prod(shape[axis + 1:])
+    return [size * per_unit for size in sizes]
 
 
 def is_leading_axis(shape: tuple[int, ...], axis: int) -> bool:

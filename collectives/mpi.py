@@ -51,15 +51,16 @@ from .dtypes import dtype_code, movement_datatype, validate_dtype
 from .errors import CollectiveError
 from .handles import Handle
 from .layout import (
-    check_distinct_axes,
+    all_equal,
+    all_to_all_arguments,
+    axis_and_sizes,
     check_root,
     chunk_sizes,
     describe_keys,
     group_layout,
-    group_sizes,
     is_leading_axis,
-    normalize_axis,
     offsets,
+    piece_counts,
     with_length,
 )
 from .packing import concat_blocks, pack_pieces
@@ -201,16 +202,7 @@ class MpiBackend(Backend):
         kind = "broadcast"
         team = self._team(groups)
         check_root(kind, root, team.all_groups)
-        x, error = None, None
-        try:
-            x = self._local(kind, shards)
-            validate_dtype(x.dtype, kind)
-        except (TypeError, ValueError) as exc:
-            if not check:
-                raise
-            error = exc
-        if check:
-            self._agree(team, kind, x, error, call_fingerprint(kind, team.fingerprint, root))
+        x, _ = self._own_array(team, kind, shards, check, call=(root,))
         record(kind, x.nbytes)
         is_root = team.position == root
         staged = stage_for_mpi(x, transfer=is_root)
@@ -234,20 +226,10 @@ class MpiBackend(Backend):
         kind = "scatter"
         team = self._team(groups)
         check_root(kind, root, team.all_groups)
-        x, error, sizes = None, None, None
-        try:
-            x = self._local(kind, shards)
-            validate_dtype(x.dtype, kind)
-            axis = normalize_axis(axis, x.ndim, kind)
-            if out_sizes is not None:
-                sizes = group_sizes(out_sizes, team.group, kind, "out_sizes")
-        except (TypeError, ValueError) as exc:
-            if not check:
-                raise
-            error = exc
-        if check:
-            call = call_fingerprint(kind, team.fingerprint, root, axis, sizes)
-            self._agree(team, kind, x, error, call, axis=axis, out_sizes=sizes)
+        x, (axis, sizes) = self._own_array(
+            team, kind, shards, check, axis_and_sizes, axis, out_sizes, "out_sizes",
+            names=("axis", "out_sizes"), call=(root,),
+        )
         if sizes is None:
             sizes = chunk_sizes(x.shape[axis], team.size)
         record(kind, x.nbytes)
@@ -260,12 +242,11 @@ class MpiBackend(Backend):
         if is_root:
             send = pack_pieces(_c_contiguous(staged.buffer), axis, sizes, staged.xp)
         comm = team.comm
-        if _all_equal(sizes):
+        if all_equal(sizes):
             send_spec = None if send is None else [send, recv.size, datatype]
             args = (send_spec, [recv, recv.size, datatype], root)
             return self._issue(True, staged, comm.Scatter, None, args, lambda: recv)
-        per_unit = _count_per_unit_length(x.shape, axis)
-        counts = [size * per_unit for size in sizes]
+        counts = piece_counts(x.shape, axis, sizes)
         send_spec = None if send is None else [send, counts, offsets(counts), datatype]
         args = (send_spec, [recv, recv.size, datatype], root)
         return self._issue(True, staged, comm.Scatterv, None, args, lambda: recv)
@@ -368,20 +349,10 @@ class MpiBackend(Backend):
     ) -> Any:
         kind = "all_gather"
         team = self._team(groups)
-        x, error, sizes = None, None, None
-        try:
-            x = self._local(kind, shards)
-            validate_dtype(x.dtype, kind)
-            axis = normalize_axis(axis, x.ndim, kind)
-            if in_sizes is not None:
-                sizes = group_sizes(in_sizes, team.group, kind, "in_sizes")
-        except (TypeError, ValueError) as exc:
-            if not check:
-                raise
-            error = exc
-        if check:
-            call = call_fingerprint(kind, team.fingerprint, axis, sizes)
-            self._agree(team, kind, x, error, call, axis=axis, in_sizes=sizes)
+        x, (axis, sizes) = self._own_array(
+            team, kind, shards, check, axis_and_sizes, axis, in_sizes, "in_sizes",
+            names=("axis", "in_sizes"),
+        )
         record(kind, x.nbytes)
         staged = stage_for_mpi(x)
         xp = staged.xp
@@ -390,7 +361,7 @@ class MpiBackend(Backend):
         datatype = movement_datatype(dtype)
         comm = team.comm
         leading = is_leading_axis(shape, axis)
-        if sizes is None or _all_equal(sizes):
+        if sizes is None or all_equal(sizes):
             count = send.size
             if leading:
                 recv = xp.empty(with_length(shape, axis, shape[axis] * k), dtype)
@@ -417,18 +388,7 @@ class MpiBackend(Backend):
         kind = "all_reduce"
         validate_reduce_op(op, kind)
         team = self._team(groups)
-        x, error = None, None
-        try:
-            x = self._local(kind, shards)
-            validate_dtype(x.dtype, kind)
-            validate_reduction(x.dtype, op, kind)
-        except (TypeError, ValueError) as exc:
-            if not check:
-                raise
-            error = exc
-        if check:
-            call = call_fingerprint(kind, team.fingerprint, REDUCE_OPS.index(op))
-            self._agree(team, kind, x, error, call)
+        x, _ = self._own_array(team, kind, shards, check, op=op)
         record(kind, x.nbytes)
         datatype, mpi_op, runs_numpy = mpi_reduction(_native(x.dtype), op)
         staged = stage_for_mpi(x, host_only=runs_numpy)
@@ -446,21 +406,10 @@ class MpiBackend(Backend):
         kind = "reduce_scatter"
         validate_reduce_op(op, kind)
         team = self._team(groups)
-        x, error, sizes = None, None, None
-        try:
-            x = self._local(kind, shards)
-            validate_dtype(x.dtype, kind)
-            validate_reduction(x.dtype, op, kind)
-            axis = normalize_axis(axis, x.ndim, kind)
-            if out_sizes is not None:
-                sizes = group_sizes(out_sizes, team.group, kind, "out_sizes")
-        except (TypeError, ValueError) as exc:
-            if not check:
-                raise
-            error = exc
-        if check:
-            call = call_fingerprint(kind, team.fingerprint, REDUCE_OPS.index(op), axis, sizes)
-            self._agree(team, kind, x, error, call, axis=axis, out_sizes=sizes)
+        x, (axis, sizes) = self._own_array(
+            team, kind, shards, check, axis_and_sizes, axis, out_sizes, "out_sizes",
+            names=("axis", "out_sizes"), op=op,
+        )
         if sizes is None:
             sizes = chunk_sizes(x.shape[axis], team.size)
         record(kind, x.nbytes)
@@ -472,13 +421,12 @@ class MpiBackend(Backend):
         recv = xp.empty(with_length(buffer.shape, axis, sizes[team.position]), buffer.dtype)
         finish = _finisher(recv, op, team.size)
         comm = team.comm
-        if _all_equal(sizes):
+        if all_equal(sizes):
             args: tuple[Any, ...] = ([send, datatype], [recv, recv.size, datatype], mpi_op)
             return self._issue(
                 blocking, staged, comm.Reduce_scatter_block, comm.Ireduce_scatter_block, args, finish
             )
-        per_unit = _count_per_unit_length(buffer.shape, axis)
-        counts = [size * per_unit for size in sizes]
+        counts = piece_counts(buffer.shape, axis, sizes)
         args = ([send, datatype], [recv, recv.size, datatype], counts, mpi_op)
         return self._issue(blocking, staged, comm.Reduce_scatter, comm.Ireduce_scatter, args, finish)
 
@@ -488,29 +436,10 @@ class MpiBackend(Backend):
     ) -> Any:
         kind = "all_to_all"
         team = self._team(groups)
-        x, error, split_sizes, concat_sizes = None, None, None, None
-        try:
-            x = self._local(kind, shards)
-            validate_dtype(x.dtype, kind)
-            split_axis = normalize_axis(split_axis, x.ndim, kind, "split_axis")
-            concat_axis = normalize_axis(concat_axis, x.ndim, kind, "concat_axis")
-            check_distinct_axes(kind, split_axis, concat_axis)
-            if out_sizes is not None:
-                split_sizes = group_sizes(out_sizes, team.group, kind, "out_sizes")
-            if in_sizes is not None:
-                concat_sizes = group_sizes(in_sizes, team.group, kind, "in_sizes")
-        except (TypeError, ValueError) as exc:
-            if not check:
-                raise
-            error = exc
-        if check:
-            call = call_fingerprint(
-                kind, team.fingerprint, split_axis, concat_axis, split_sizes, concat_sizes
-            )
-            self._agree(
-                team, kind, x, error, call, split_axis=split_axis, concat_axis=concat_axis,
-                in_sizes=concat_sizes, out_sizes=split_sizes,
-            )
+        x, (split_axis, concat_axis, split_sizes, concat_sizes) = self._own_array(
+            team, kind, shards, check, all_to_all_arguments, split_axis, concat_axis, in_sizes, out_sizes,
+            names=("split_axis", "concat_axis", "out_sizes", "in_sizes"),
+        )
         k = team.size
         shape = tuple(x.shape)
         if split_sizes is None:
@@ -534,15 +463,13 @@ class MpiBackend(Backend):
             recv = xp.empty(math.prod(out_shape), dtype)
             shapes = [with_length(mine, concat_axis, n) for n in concat_sizes]
             finish = lambda: concat_blocks(recv, shapes, concat_axis, xp)  # noqa: E731
-        if _all_equal(split_sizes) and _all_equal(concat_sizes):
+        if all_equal(split_sizes) and all_equal(concat_sizes):
             send_count = send.size // k if k else 0
             recv_count = recv.size // k if k else 0
             args = ([send, send_count, datatype], [recv, recv_count, datatype])
             return self._issue(blocking, staged, comm.Alltoall, comm.Ialltoall, args, finish)
-        send_unit = _count_per_unit_length(shape, split_axis)
-        send_counts = [n * send_unit for n in split_sizes]
-        recv_unit = _count_per_unit_length(mine, concat_axis)
-        recv_counts = [n * recv_unit for n in concat_sizes]
+        send_counts = piece_counts(shape, split_axis, split_sizes)
+        recv_counts = piece_counts(mine, concat_axis, concat_sizes)
         args = (
             [send, send_counts, offsets(send_counts), datatype],
             [recv, recv_counts, offsets(recv_counts), datatype],
@@ -573,20 +500,46 @@ class MpiBackend(Backend):
 
         return Handle(complete, request, args)
 
-    def _local(self, kind: str, shards: Shards) -> Array:
-        """This rank's array from ``shards`` (which must hold exactly this rank); dtype not yet checked."""
-        if len(shards) != 1 or self.rank not in shards:
-            raise self._keys_error(kind, shards)
-        x = shards[self.rank]
-        if type(x) is not np.ndarray and not is_device_array(x):
-            x = np.asarray(x)
-        return x
-
     def _keys_error(self, kind: str, per_rank: Mapping[Any, Any]) -> CollectiveError:
         return CollectiveError(
             f"{kind}: expected shards for ranks [{self.rank}] (this MPI process's rank), "
             f"got ranks {describe_keys(per_rank)}"
         )
+
+    def _own_array(
+        self, team: _Team, kind: str, shards: Shards, check: bool,
+        parse: Callable[..., tuple[Any, ...]] | None = None, *arguments: Any,
+        names: tuple[str, ...] = (), call: tuple[int, ...] = (), op: ReduceOp | None = None,
+    ) -> tuple[Array, tuple[Any, ...]]:
+        """This rank's array ``x`` (``shards`` must hold exactly this rank) and its other arguments, validated.
+
+        ``x``'s dtype is checked (for ``op`` too, if given); the other arguments are
+        ``parse(kind, x.ndim, team.group, *arguments)``, and ``names`` are ``verify``'s names for
+        them.  Without ``check`` a validation error is raised here at once.  With it the group
+        agrees first (``_agree``; the op, ``call`` and the parsed values make the call's
+        fingerprint), so every member raises together or none does.
+        """
+        x, values, error = None, (), None
+        try:
+            if len(shards) != 1 or self.rank not in shards:
+                raise self._keys_error(kind, shards)
+            x = shards[self.rank]
+            if type(x) is not np.ndarray and not is_device_array(x):
+                x = np.asarray(x)
+            validate_dtype(x.dtype, kind)
+            if op is not None:
+                validate_reduction(x.dtype, op, kind)
+            if parse is not None:
+                values = parse(kind, x.ndim, team.group, *arguments)
+        except (TypeError, ValueError) as exc:
+            if not check:
+                raise
+            error = exc
+        if check:
+            op_index = () if op is None else (REDUCE_OPS.index(op),)
+            fingerprint = call_fingerprint(kind, team.fingerprint, *op_index, *call, *values)
+            self._agree(team, kind, x, error, fingerprint, **dict(zip(names, values)))
+        return x, values
 
     def _agree(
         self, team: _Team, kind: str, x: Array | None, error: Exception | None, call: int,
@@ -663,15 +616,6 @@ def _c_contiguous(x: Array) -> Array:
     if not x.dtype.isnative:
         return x.astype(_native(x.dtype), order="C")
     return x if x.flags.c_contiguous else x.copy()
-
-
-def _all_equal(sizes: Sequence[int]) -> bool:
-    return sizes.count(sizes[0]) == len(sizes)
-
-
-def _count_per_unit_length(shape: tuple[int, ...], axis: int) -> int:
-    """Elements per unit length along ``axis`` (the product of the other dimensions)."""
-    return math.prod(shape[:axis]) * math.prod(shape[axis + 1:])
 
 
 def _finisher(recv: Array, op: str, group_size: int) -> Callable[[], Array]:

@@ -30,12 +30,13 @@ from .buffers import allocator
 from .dtypes import movement_datatype, validate_dtype
 from .errors import CollectiveError
 from .layout import (
-    check_distinct_axes,
+    all_equal,
+    all_to_all_arguments,
+    axis_and_sizes,
     chunk_sizes,
-    group_sizes,
     is_leading_axis,
-    normalize_axis,
     offsets,
+    piece_counts,
     with_length,
 )
 from .packing import concat_blocks
@@ -129,11 +130,17 @@ def _unpacker(recv_shape: tuple[int, ...], shape: tuple[int, ...], k: int, axis:
     return unpack
 
 
-def _packer(shape: tuple[int, ...], k: int, axis: int, dtype: np.dtype) -> Callable[[Array], Array]:
-    """``x`` of ``shape`` to its ``k`` even pieces along ``axis`` laid out piece after piece (one copy)."""
-    piece = with_length(shape, axis, shape[axis] // k)
+def _even_pieces(shape: tuple[int, ...], k: int,
+                 axis: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """``shape`` with ``axis`` cut in ``k`` even pieces, the transpose putting the piece first, one piece's shape."""
     split = shape[:axis] + (k, shape[axis] // k) + shape[axis + 1:]
     order = (axis,) + tuple(range(axis)) + tuple(range(axis + 1, len(split)))
+    return split, order, with_length(shape, axis, shape[axis] // k)
+
+
+def _packer(shape: tuple[int, ...], k: int, axis: int, dtype: np.dtype) -> Callable[[Array], Array]:
+    """``x`` of ``shape`` to its ``k`` even pieces along ``axis`` laid out piece after piece (one copy)."""
+    split, order, piece = _even_pieces(shape, k, axis)
     new = _output((k,) + piece, dtype)
 
     def pack(x: Array) -> Array:
@@ -167,6 +174,16 @@ def _pack_uneven(shape: tuple[int, ...], sizes: tuple[int, ...], axis: int,
     return pack
 
 
+def _pack_for(shape: tuple[int, ...], sizes: tuple[int, ...], axis: int,
+              dtype: np.dtype) -> Callable[[Array], Array] | None:
+    """``x`` to its pieces of ``sizes`` along ``axis`` laid out piece after piece (None: it already is)."""
+    if is_leading_axis(shape, axis):
+        return None
+    if all_equal(sizes):
+        return _packer(shape, len(sizes), axis, dtype)
+    return _pack_uneven(shape, sizes, axis, dtype)
+
+
 def _start(backend: MpiBackend, groups: Groups, shape: Any, dtype: Any, kind: str) -> tuple[Any, int, tuple[int, ...], np.dtype]:
     """What every prepared collective starts from: the group's team, this rank, the shape and the checked dtype."""
     team = backend._team(groups)
@@ -192,8 +209,7 @@ def prepare_all_gather(
     """``all_gather`` of this rank's array of ``shape``/``dtype`` (see ``MpiBackend.all_gather``)."""
     kind = "all_gather"
     team, rank, shape, dtype = _start(backend, groups, shape, dtype, kind)
-    axis = normalize_axis(axis, len(shape), kind)
-    sizes = None if in_sizes is None else group_sizes(in_sizes, team.group, kind, "in_sizes")
+    axis, sizes = axis_and_sizes(kind, len(shape), team.group, axis, in_sizes, "in_sizes")
     if sizes is not None and sizes[team.position] != shape[axis]:
         raise CollectiveError(
             f"{kind}: in_sizes gives rank {rank} length {sizes[team.position]} along axis {axis}, "
@@ -212,8 +228,7 @@ def prepare_all_gather(
     count = math.prod(shape)
     nbytes = count * dtype.itemsize
     leading = is_leading_axis(shape, axis)
-    even = sizes.count(sizes[0]) == k
-    if even:
+    if all_equal(sizes):
         mpi_fn = comm.Allgather
         if leading:
             new = _output(out_shape, dtype)
@@ -317,10 +332,10 @@ def prepare_reduce_scatter(
     validate_reduce_op(op, kind)
     team, rank, shape, dtype = _start(backend, groups, shape, dtype, kind)
     validate_reduction(dtype, op, kind)
-    axis = normalize_axis(axis, len(shape), kind)
+    axis, sizes = axis_and_sizes(kind, len(shape), team.group, axis, out_sizes, "out_sizes")
     k = team.size
-    sizes = (chunk_sizes(shape[axis], k) if out_sizes is None
-             else group_sizes(out_sizes, team.group, kind, "out_sizes"))
+    if sizes is None:
+        sizes = chunk_sizes(shape[axis], k)
     if sum(sizes) != shape[axis]:
         raise CollectiveError(f"{kind}: out_sizes {sizes} do not add up to length {shape[axis]} of axis {axis}")
     general = _general(backend.reduce_scatter, rank, groups, op=op, axis=axis, out_sizes=out_sizes)
@@ -334,24 +349,17 @@ def prepare_reduce_scatter(
     comm = team.comm
     nbytes = math.prod(shape) * dtype.itemsize
     recv_count = math.prod(out_shape)
-    even = sizes.count(sizes[0]) == k
-    if is_leading_axis(shape, axis):
-        pack: Callable[[Array], Array] | None = None
-    elif even:
-        pack = _packer(shape, k, axis, dtype)
-    else:
-        pack = _pack_uneven(shape, sizes, axis, dtype)
+    pack = _pack_for(shape, sizes, axis, dtype)
     new = _output(out_shape, dtype)
     average = op == "avg"
     divide = np.true_divide
-    if even:
+    if all_equal(sizes):
         mpi_fn = comm.Reduce_scatter_block
         counts = None
         name = "Reduce_scatter_block"
     else:
         mpi_fn = comm.Reduce_scatter
-        per_unit = math.prod(shape[:axis]) * math.prod(shape[axis + 1:])
-        counts = [size * per_unit for size in sizes]
+        counts = piece_counts(shape, axis, sizes)
         name = "Reduce_scatter"
 
     def run(x: Array) -> Array:
@@ -380,15 +388,14 @@ def prepare_all_to_all(
     """``all_to_all`` of this rank's array of ``shape``/``dtype`` (see ``MpiBackend.all_to_all``)."""
     kind = "all_to_all"
     team, rank, shape, dtype = _start(backend, groups, shape, dtype, kind)
-    ndim = len(shape)
-    split_axis = normalize_axis(split_axis, ndim, kind, "split_axis")
-    concat_axis = normalize_axis(concat_axis, ndim, kind, "concat_axis")
-    check_distinct_axes(kind, split_axis, concat_axis)
+    split_axis, concat_axis, split_sizes, concat_sizes = all_to_all_arguments(
+        kind, len(shape), team.group, split_axis, concat_axis, in_sizes, out_sizes
+    )
     k = team.size
-    split_sizes = (chunk_sizes(shape[split_axis], k) if out_sizes is None
-                   else group_sizes(out_sizes, team.group, kind, "out_sizes"))
-    concat_sizes = ((shape[concat_axis],) * k if in_sizes is None
-                    else group_sizes(in_sizes, team.group, kind, "in_sizes"))
+    if split_sizes is None:
+        split_sizes = chunk_sizes(shape[split_axis], k)
+    if concat_sizes is None:
+        concat_sizes = (shape[concat_axis],) * k
     if sum(split_sizes) != shape[split_axis]:
         raise CollectiveError(
             f"{kind}: out_sizes {split_sizes} do not add up to length {shape[split_axis]} of split_axis"
@@ -410,21 +417,16 @@ def prepare_all_to_all(
     datatype = movement_datatype(dtype)
     comm = team.comm
     nbytes = math.prod(shape) * dtype.itemsize
-    even = split_sizes.count(split_sizes[0]) == k and concat_sizes.count(concat_sizes[0]) == k
+    even = all_equal(split_sizes) and all_equal(concat_sizes)
     # S(i) -> S(j) with i < j, the common case, packs in the same frame as the exchange (below).
     fused = even and is_leading_axis(out_shape, concat_axis) and not is_leading_axis(shape, split_axis)
-    if fused or is_leading_axis(shape, split_axis):
-        pack: Callable[[Array], Array] | None = None
-    elif split_sizes.count(split_sizes[0]) == k:
-        pack = _packer(shape, k, split_axis, dtype)
-    else:
-        pack = _pack_uneven(shape, split_sizes, split_axis, dtype)
+    pack = None if fused else _pack_for(shape, split_sizes, split_axis, dtype)
     if is_leading_axis(out_shape, concat_axis):
         new = _output(out_shape, dtype)
         unpack: Callable[[Array], Array] | None = None
     else:
         new = _output((math.prod(out_shape),), dtype)
-        if concat_sizes.count(concat_sizes[0]) == k:
+        if all_equal(concat_sizes):
             piece = with_length(mine, concat_axis, concat_sizes[0])
             unpack = _unpacker((k,) + piece, piece, k, concat_axis, dtype)
         else:
@@ -440,11 +442,9 @@ def prepare_all_to_all(
             mpi_fn([send, send_count, datatype], [recv, recv_count, datatype])
     else:
         mpi_fn = comm.Alltoallv
-        send_unit = math.prod(shape[:split_axis]) * math.prod(shape[split_axis + 1:])
-        send_counts = [n * send_unit for n in split_sizes]
+        send_counts = piece_counts(shape, split_axis, split_sizes)
         send_displs = offsets(send_counts)
-        recv_unit = math.prod(mine[:concat_axis]) * math.prod(mine[concat_axis + 1:])
-        recv_counts = [n * recv_unit for n in concat_sizes]
+        recv_counts = piece_counts(mine, concat_axis, concat_sizes)
         recv_displs = offsets(recv_counts)
         name = "Alltoallv"
 
@@ -452,9 +452,8 @@ def prepare_all_to_all(
             mpi_fn([send, send_counts, send_displs, datatype], [recv, recv_counts, recv_displs, datatype])
 
     if fused:  # pack, exchange, done: one frame
-        split = shape[:split_axis] + (k, shape[split_axis] // k) + shape[split_axis + 1:]
-        order = (split_axis,) + tuple(range(split_axis)) + tuple(range(split_axis + 1, len(split)))
-        new_send = _output((k,) + with_length(shape, split_axis, shape[split_axis] // k), dtype)
+        split, order, send_piece = _even_pieces(shape, k, split_axis)
+        new_send = _output((k,) + send_piece, dtype)
 
         def run(x: Array) -> Array:
             if (x.__class__ is not _ndarray or x.shape != shape or x.dtype != dtype

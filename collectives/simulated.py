@@ -7,7 +7,7 @@ new array.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -71,12 +71,8 @@ class SimulatedBackend(Backend):
         kind = "all_gather"
         layout, arrays = self._inputs(kind, shards, groups)
         plans = []
-        for group in layout.groups:
-            members = [arrays[r] for r in group]
-            member_axis = _common_axis(kind, members, axis)
-            sizes = None if in_sizes is None else group_sizes(in_sizes, group, kind, "in_sizes")
-            if check:
-                verify(kind, group, _infos(group, members), axis=member_axis, in_sizes=sizes)
+        for group, members in _by_group(layout, arrays):
+            member_axis, _ = _group_axis_and_sizes(kind, group, members, axis, in_sizes, "in_sizes", check)
             plans.append((group, members, member_axis))
         record(kind, _largest(arrays))
         result: dict[int, Array] = {}
@@ -95,13 +91,9 @@ class SimulatedBackend(Backend):
             array([1.])
         """
         kind = "all_reduce"
-        validate_reduce_op(op, kind)
-        layout, arrays = self._inputs(kind, shards, groups)
-        for x in arrays:
-            validate_reduction(x.dtype, op, kind)
+        layout, arrays = self._inputs(kind, shards, groups, op)
         plans = []
-        for group in layout.groups:
-            members = [arrays[r] for r in group]
+        for group, members in _by_group(layout, arrays):
             if check:
                 verify(kind, group, _infos(group, members))
             plans.append((group, members))
@@ -125,17 +117,10 @@ class SimulatedBackend(Backend):
             array([4.])
         """
         kind = "reduce_scatter"
-        validate_reduce_op(op, kind)
-        layout, arrays = self._inputs(kind, shards, groups)
-        for x in arrays:
-            validate_reduction(x.dtype, op, kind)
+        layout, arrays = self._inputs(kind, shards, groups, op)
         plans = []
-        for group in layout.groups:
-            members = [arrays[r] for r in group]
-            member_axis = _common_axis(kind, members, axis)
-            sizes = None if out_sizes is None else group_sizes(out_sizes, group, kind, "out_sizes")
-            if check:
-                verify(kind, group, _infos(group, members), axis=member_axis, out_sizes=sizes)
+        for group, members in _by_group(layout, arrays):
+            member_axis, sizes = _group_axis_and_sizes(kind, group, members, axis, out_sizes, "out_sizes", check)
             if sizes is None:
                 sizes = chunk_sizes(members[0].shape[member_axis], len(group))
             plans.append((group, members, member_axis, sizes))
@@ -163,8 +148,7 @@ class SimulatedBackend(Backend):
         kind = "all_to_all"
         layout, arrays = self._inputs(kind, shards, groups)
         plans = []
-        for group in layout.groups:
-            members = [arrays[r] for r in group]
+        for group, members in _by_group(layout, arrays):
             split = _common_axis(kind, members, split_axis, "split_axis")
             concat = _common_axis(kind, members, concat_axis, "concat_axis")
             check_distinct_axes(kind, split, concat)
@@ -202,8 +186,8 @@ class SimulatedBackend(Backend):
         layout, arrays = self._inputs(kind, shards, groups)
         check_root(kind, root, layout.groups)
         if check:
-            for group in layout.groups:
-                verify(kind, group, _infos(group, [arrays[r] for r in group]))
+            for group, members in _by_group(layout, arrays):
+                verify(kind, group, _infos(group, members))
         record(kind, _largest(arrays))
         result: dict[int, Array] = {}
         for group in layout.groups:
@@ -228,12 +212,8 @@ class SimulatedBackend(Backend):
         layout, arrays = self._inputs(kind, shards, groups)
         check_root(kind, root, layout.groups)
         plans = []
-        for group in layout.groups:
-            members = [arrays[r] for r in group]
-            member_axis = _common_axis(kind, members, axis)
-            sizes = None if out_sizes is None else group_sizes(out_sizes, group, kind, "out_sizes")
-            if check:
-                verify(kind, group, _infos(group, members), axis=member_axis, out_sizes=sizes)
+        for group, members in _by_group(layout, arrays):
+            member_axis, sizes = _group_axis_and_sizes(kind, group, members, axis, out_sizes, "out_sizes", check)
             source = members[root]
             if sizes is None:
                 sizes = chunk_sizes(source.shape[member_axis], len(group))
@@ -327,7 +307,12 @@ class SimulatedBackend(Backend):
                 f"{kind}: expected shards for ranks {list(self.ranks)}, got ranks {describe_keys(per_rank)}"
             )
 
-    def _inputs(self, kind: str, shards: Shards, groups: Groups) -> tuple[GroupLayout, list[Array]]:
+    def _inputs(
+        self, kind: str, shards: Shards, groups: Groups, op: ReduceOp | None = None
+    ) -> tuple[GroupLayout, list[Array]]:
+        """The validated groups and every rank's array in rank order (reducible with ``op``, if given)."""
+        if op is not None:
+            validate_reduce_op(op, kind)
         layout = group_layout(groups, self.world_size)
         self._check_keys(kind, shards)
         arrays = []
@@ -337,12 +322,36 @@ class SimulatedBackend(Backend):
                 x = np.asarray(x)
             validate_dtype(x.dtype, kind)
             arrays.append(x)
+        if op is not None:
+            for x in arrays:
+                validate_reduction(x.dtype, op, kind)
         return layout, arrays
+
+
+def _by_group(layout: GroupLayout, arrays: Sequence[Array]) -> Iterator[tuple[tuple[int, ...], list[Array]]]:
+    """Each group with its members' arrays, in group order."""
+    for group in layout.groups:
+        yield group, [arrays[r] for r in group]
 
 
 def _common_axis(kind: str, members: Sequence[Array], axis: int, name: str = "axis") -> int:
     normalized = [normalize_axis(axis, x.ndim, kind, name) for x in members]
     return normalized[0]
+
+
+def _group_axis_and_sizes(
+    kind: str, group: tuple[int, ...], members: Sequence[Array], axis: int,
+    sizes: Sizes | None, name: str, check: bool,
+) -> tuple[int, tuple[int, ...] | None]:
+    """The group's ``axis`` (valid for every member) and the lengths ``sizes`` (argument ``name``) gives it.
+
+    With ``check`` the members' arrays are verified against them too.
+    """
+    member_axis = _common_axis(kind, members, axis)
+    picked = None if sizes is None else group_sizes(sizes, group, kind, name)
+    if check:
+        verify(kind, group, _infos(group, members), axis=member_axis, **{name: picked})
+    return member_axis, picked
 
 
 def _infos(group: tuple[int, ...], members: Sequence[Array]) -> list[MemberInfo]:
