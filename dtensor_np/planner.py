@@ -41,9 +41,10 @@ import heapq
 import itertools
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Iterator, Mapping, Optional, Union
 
 from .errors import ShardingError
+from .mesh import DeviceMesh
 from .placements import Partial, Placement, Replicate, Shard, placements_str
 from .spec import DTensorSpec, ShardOrder, default_shard_order
 
@@ -60,6 +61,7 @@ __all__ = [
     "PlannedStep",
     "plan_specs",
     "collective_arguments",
+    "step_arguments",
 ]
 
 COLLECTIVE_KINDS = ("all_gather", "all_reduce", "reduce_scatter", "all_to_all")
@@ -506,27 +508,49 @@ def collective_arguments(planned: PlannedStep) -> dict[str, Any]:
     step, before, after = planned.step, planned.before, planned.after
     if not step.is_collective:
         raise ShardingError(f"{step} is a local step, not a collective")
-    mesh = before.mesh
-    ranks = mesh.all_ranks
+    ranks = before.mesh.all_ranks
+    return step_arguments(
+        step,
+        before.mesh,
+        {r: before.local_shape_of_rank(r) for r in ranks},
+        {r: after.local_shape_of_rank(r) for r in ranks},
+    )
+
+
+def step_arguments(
+    step: Step, mesh: DeviceMesh, shapes_before: Mapping[int, tuple[int, ...]], shapes_after: Mapping[int, tuple[int, ...]]
+) -> dict[str, Any]:
+    """The backend keyword arguments of collective ``step``, given every rank's local shape before and after it.
+
+    What :func:`collective_arguments` returns, for callers that already hold
+    the local shapes (the redistribute executor).
+
+    Example:
+        >>> from dtensor_np import DeviceMesh, Shard, Replicate
+        >>> step = Step("all_gather", (0,), Shard(0), Replicate(), (Replicate(),), ())
+        >>> step_arguments(step, DeviceMesh((2,)), {0: (3,), 1: (2,)}, {0: (5,), 1: (5,)})
+        {'groups': ((0, 1),), 'axis': 0, 'in_sizes': {0: 3, 1: 2}}
+    """
     args: dict[str, Any] = {"groups": mesh.groups(step.mesh_dims)}
 
-    def sizes(spec: DTensorSpec, axis: int) -> dict[int, int]:
-        return {r: spec.local_shape_of_rank(r)[axis] for r in ranks}
+    def sizes(shapes: Mapping[int, tuple[int, ...]], axis: int) -> dict[int, int]:
+        return {r: shape[axis] for r, shape in shapes.items()}
 
-    if step.kind == "all_gather":
+    kind = step.kind
+    if kind == "all_gather":
         axis = step.src.dim  # type: ignore[union-attr]
-        args.update(axis=axis, in_sizes=sizes(before, axis))
-    elif step.kind == "all_reduce":
+        args.update(axis=axis, in_sizes=sizes(shapes_before, axis))
+    elif kind == "all_reduce":
         args.update(op=step.src.reduce_op)  # type: ignore[union-attr]
-    elif step.kind == "reduce_scatter":
+    elif kind == "reduce_scatter":
         axis = step.dst.dim  # type: ignore[union-attr]
-        args.update(op=step.src.reduce_op, axis=axis, out_sizes=sizes(after, axis))  # type: ignore[union-attr]
-    else:  # all_to_all
+        args.update(op=step.src.reduce_op, axis=axis, out_sizes=sizes(shapes_after, axis))  # type: ignore[union-attr]
+    else:  # all_to_all: S(concat) -> S(split)
         concat_axis, split_axis = step.src.dim, step.dst.dim  # type: ignore[union-attr]
         args.update(
             split_axis=split_axis,
             concat_axis=concat_axis,
-            in_sizes=sizes(before, concat_axis),
-            out_sizes=sizes(after, split_axis),
+            in_sizes=sizes(shapes_before, concat_axis),
+            out_sizes=sizes(shapes_after, split_axis),
         )
     return args

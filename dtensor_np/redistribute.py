@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 
 from .placements import Replicate
-from .planner import Step, plan_redistribute
+from .planner import Step, plan_redistribute, step_arguments
 from .spec import DTensorSpec, ShardOrder, _local_block
 
 __all__ = ["redistribute_shards", "compile_redistribute", "lookup_redistribute", "lookup_full_tensor", "runner_for"]
@@ -240,25 +240,7 @@ def _mpi_local(src: DTensorSpec, dst: DTensorSpec, backend: Any) -> tuple[int, C
 
 def _arguments(step: Step, mesh, before: Blocks, after: Blocks) -> dict[str, Any]:
     """The backend's keyword arguments for a collective step: groups, axes, op, every rank's sizes."""
-    args: dict[str, Any] = {"groups": mesh.groups(step.mesh_dims)}
-    kind = step.kind
-    if kind == "all_gather":
-        axis = step.src.dim  # type: ignore[union-attr]
-        args.update(axis=axis, in_sizes={r: b[0][axis] for r, b in before.items()})
-    elif kind == "all_reduce":
-        args.update(op=step.src.reduce_op)  # type: ignore[union-attr]
-    elif kind == "reduce_scatter":
-        axis = step.dst.dim  # type: ignore[union-attr]
-        args.update(op=step.src.reduce_op, axis=axis, out_sizes={r: a[0][axis] for r, a in after.items()})  # type: ignore[union-attr]
-    else:  # all_to_all: S(concat) -> S(split)
-        concat_axis, split_axis = step.src.dim, step.dst.dim  # type: ignore[union-attr]
-        args.update(
-            split_axis=split_axis,
-            concat_axis=concat_axis,
-            in_sizes={r: b[0][concat_axis] for r, b in before.items()},
-            out_sizes={r: a[0][split_axis] for r, a in after.items()},
-        )
-    return args
+    return step_arguments(step, mesh, {r: b[0] for r, b in before.items()}, {r: a[0] for r, a in after.items()})
 
 
 def _mpi_step(step: Step, mesh, before: Blocks, after: Blocks, coords, rank: int, backend: Any, dtype) -> Callable[[Any], Any]:

@@ -120,14 +120,14 @@ def _by_rule(node: Node, rule: OpRule, specs: tuple[DTensorSpec, ...]) -> NodeSh
         if spec.tensor_meta is not None and spec.shape != var.aval.shape:
             raise ShardingError(f"it gives an output of shape {spec.shape}, the node's is {var.aval.shape}")
         outputs.append(with_meta(spec, var.aval.shape, var.aval.dtype))
-    local = decision.local
-    if order != list(range(len(specs))):
-        inner = decision.local
+    inner = decision.local
+    if order == list(range(len(specs))):
+        return NodeSharding(tuple(needs), tuple(outputs), inner)
 
-        def local(rank: int, *arrays: Any) -> Any:
-            return inner(rank, *[arrays[i] for i in order])
+    def reordered(rank: int, *arrays: Any) -> Any:
+        return inner(rank, *[arrays[i] for i in order])
 
-    return NodeSharding(tuple(needs), tuple(outputs), local)
+    return NodeSharding(tuple(needs), tuple(outputs), reordered)
 
 
 def _replicated(node: Node, specs: tuple[DTensorSpec, ...], note: str) -> NodeSharding:
