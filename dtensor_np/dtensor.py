@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-from types import MappingProxyType
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
@@ -72,7 +71,8 @@ class DTensor(NDArrayOperatorsMixin):
     __slots__ = ("_shards", "_spec")
 
     def __init__(self, shards: Mapping[int, Any], spec: DTensorSpec) -> None:
-        object.__setattr__(self, "_shards", MappingProxyType(dict(shards)))
+        # A private dict: nothing mutates it, and local_shards()/to_local() hand out copies of it.
+        object.__setattr__(self, "_shards", dict(shards))
         object.__setattr__(self, "_spec", spec)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -166,23 +166,24 @@ class DTensor(NDArrayOperatorsMixin):
         # The cached path inline: the entries this spec object used lately, by identity and tuple
         # equality (no hashing); lookup_redistribute checks the input, plans, and fills the caches.
         spec = self._spec
-        entry = None
-        recent = _RECENT.get(id(spec))
-        cls = placements.__class__
-        if recent is not None and recent[0] is spec and (cls is list or cls is tuple):
-            key = tuple(placements) if cls is list else placements
+        recent = _recent_get(id(spec))
+        if recent is not None and recent[0] is spec:
+            key = tuple(placements) if placements.__class__ is list else placements
             for known, order, found in recent[1]:
                 if known == key and order == shard_order:
-                    entry = found
+                    target, run, rank, local = found
                     break
-        target, run, rank, local = entry if entry is not None else lookup_redistribute(spec, placements, shard_order)
+            else:
+                target, run, rank, local = lookup_redistribute(spec, placements, shard_order)
+        else:
+            target, run, rank, local = lookup_redistribute(spec, placements, shard_order)
         if run is None:
             return self
         out = _new_dtensor(DTensor)
         if rank is None:
-            _set_shards(out, MappingProxyType(run(self._shards)))
+            _set_shards(out, run(self._shards))
         else:  # MPI: this rank's array straight through the prepared steps
-            _set_shards(out, MappingProxyType({rank: local(self._shards[rank])}))
+            _set_shards(out, {rank: local(self._shards[rank])})
         _set_spec(out, target)
         return out
 
@@ -297,6 +298,7 @@ class DTensor(NDArrayOperatorsMixin):
 register_sharded_type(DTensor)
 
 # DTensor.redistribute builds its result from a shards dict that nothing else holds (no copy).
+_recent_get = _RECENT.get
 _new_dtensor = DTensor.__new__
 _set_shards = DTensor._shards.__set__  # type: ignore[attr-defined]
 _set_spec = DTensor._spec.__set__  # type: ignore[attr-defined]
