@@ -59,7 +59,6 @@ import json
 import os
 import platform
 import sys
-import time
 from typing import Any, Callable
 
 import numpy as np
@@ -68,6 +67,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from mpi4py import MPI  # noqa: E402
 
+from timing import timed  # noqa: E402  (benchmarks/timing.py, next to this script)
+
 import dtensor_np as dt  # noqa: E402
 from dtensor_np.graph import graph_collectives, trace  # noqa: E402
 from dtensor_np.passes import bucket_all_gather, bucket_reduce_scatter, lower  # noqa: E402
@@ -75,21 +76,6 @@ from dtensor_np.tensor_parallel import shard_graph  # noqa: E402
 
 COLS = 64
 VARIANTS = ("redistribute", "lowered", "bucketed", "raw one-by-one", "raw flat")
-
-
-def timed(fns: list[Callable[[], Any]], iters: int, comm: MPI.Intracomm) -> np.ndarray:
-    """Per-iteration seconds of each fn on the slowest rank, interleaved; shape (len(fns), iters)."""
-    times = np.empty((len(fns), iters))
-    order = list(range(len(fns)))
-    clock = time.perf_counter
-    for i in range(iters):
-        for j in order if i % 2 == 0 else order[::-1]:
-            comm.Barrier()
-            t0 = clock()
-            fns[j]()
-            times[j, i] = clock() - t0
-    comm.Allreduce(MPI.IN_PLACE, times, MPI.MAX)
-    return times
 
 
 def fsdp_graphs(kind: str, params: dict[str, np.ndarray], mesh: dt.DeviceMesh, cap_mb: float):

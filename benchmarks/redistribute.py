@@ -5,6 +5,7 @@ Run (2 ranks: the 1-D transitions; 4 ranks: the 2x2-mesh transitions)::
     mpiexec -n 2 python benchmarks/redistribute.py --json OUT.json
     mpiexec -n 4 python benchmarks/redistribute.py --json OUT4.json
     mpiexec -n 2 python benchmarks/redistribute.py --quick          # a short run
+    mpiexec -n 2 python benchmarks/redistribute.py --quick --profile prof/   # + pyinstrument reports
 
 ``--json`` writes a list of rows ``{"transition", "bytes", "ranks",
 "dtensor_us", "raw_mpi_us", "ratio", ...}``; ``bytes`` is the size of the
@@ -56,6 +57,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from mpi4py import MPI  # noqa: E402
+
+from timing import timed  # noqa: E402  (benchmarks/timing.py, next to this script)
 
 import dtensor_np as dt  # noqa: E402
 from dtensor_np import Partial, Replicate, Shard  # noqa: E402
@@ -172,23 +175,6 @@ def raw_runner(case: Case, comm: MPI.Intracomm, subcomms: dict[int, MPI.Intracom
 # -- measuring --------------------------------------------------------------------------
 
 
-def timed(fns: list[Callable[[], Any]], iters: int, comm: MPI.Intracomm) -> np.ndarray:
-    """Per-iteration times (seconds, slowest rank) of each fn, interleaved; shape (len(fns), iters)."""
-    times = np.empty((len(fns), iters))
-    order = list(range(len(fns)))
-    clock = time.perf_counter
-    barrier = comm.Barrier
-    for i in range(iters):
-        for j in (order if i % 2 == 0 else order[::-1]):
-            fn = fns[j]
-            barrier()
-            t0 = clock()
-            fn()
-            times[j, i] = clock() - t0
-    comm.Allreduce(MPI.IN_PLACE, times, MPI.MAX)
-    return times
-
-
 def choose_iters(fns: list[Callable[[], Any]], comm: MPI.Intracomm, budget_s: float,
                  min_iters: int, max_iters: int) -> int:
     """Warm up, then pick a count of iterations that fills about ``budget_s`` (same on every rank)."""
@@ -230,6 +216,31 @@ def time_lookup(x: dt.DTensor, dst: tuple[Any, ...], comm: MPI.Intracomm, n: int
     return float(value[0]) * 1e6, float(value[1]) * 1e6
 
 
+def profile_row(name: str, fn: Callable[[], Any], iters: int, comm: MPI.Intracomm, out_dir: str) -> None:
+    """Run ``fn`` ``iters`` times on every rank, sampled by pyinstrument on rank 0; write its text report.
+
+    The report (``OUT_DIR/<transition>_<size>.txt``) shows where the DTensor side spends its time
+    across the calls: the lookup, the prepared MPI call, building the result.
+    """
+    profiler = None
+    if comm.rank == 0:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=0.0001)
+        profiler.start()
+    for _ in range(iters):
+        fn()
+    comm.Barrier()
+    if profiler is not None:
+        profiler.stop()
+        safe = "".join(c if c.isalnum() else "_" for c in name).strip("_")
+        os.makedirs(out_dir, exist_ok=True)
+        path = os.path.join(out_dir, f"{safe}.txt")
+        with open(path, "w") as f:
+            f.write(profiler.output_text(unicode=False, color=False, show_all=True))
+        print(f"  profile of {iters} DTensor calls: {path}", flush=True)
+
+
 def check_same(case: Case, y: dt.DTensor, raw_out: np.ndarray, size: int) -> None:
     got = y.to_local()
     if got.shape != raw_out.shape or got.dtype != raw_out.dtype:
@@ -239,7 +250,15 @@ def check_same(case: Case, y: dt.DTensor, raw_out: np.ndarray, size: int) -> Non
 
 
 def run_case(case: Case, size: int, comm: MPI.Intracomm, subcomms: dict[int, MPI.Intracomm],
-             budget_s: float, min_iters: int, max_iters: int) -> dict[str, Any]:
+             budget_s: float, min_iters: int, max_iters: int, profile_dir: str | None = None,
+             control: bool = False, rounds: int = 3) -> dict[str, Any]:
+    """One row: ``rounds`` rounds, each with new output buffers on both sides, times pooled.
+
+    Which physical pages an output buffer gets moves a copy or a collective into it by up to
+    20 % at 0.1 to 16 MiB (two raw runs into two buffers differ that much), so each round
+    allocates the raw side's outputs anew and keeps the DTensor result of the round before
+    alive, which makes the DTensor side's recycled buffer a new one too.
+    """
     k = comm.size if len(case.mesh_shape) == 1 else 2
     shape = global_shape(size, k)
     mesh = dt.init_device_mesh(case.mesh_shape, backend="mpi")
@@ -247,21 +266,34 @@ def run_case(case: Case, size: int, comm: MPI.Intracomm, subcomms: dict[int, MPI
     x = dt.distribute_tensor(full, mesh, list(case.src), src_data_rank=None)
     del full
     local = x.to_local()
-    raw, raw_out = raw_runner(case, comm, subcomms, local, shape)
     dst = list(case.dst)
 
     def dtensor() -> None:
         x.redistribute(dst)
 
-    raw()
-    check_same(case, x.redistribute(dst), raw_out, size)
-    fns = [dtensor, raw]
-    iters = choose_iters(fns, comm, budget_s, min_iters, max_iters)
-    times = timed(fns, iters, comm)
-    dtensor_us, raw_us = (float(v) * 1e6 for v in np.median(times, axis=1))
+    kept: list[Any] = []  # every round's buffers stay alive, so the next round's are new
+    per_round: list[np.ndarray] = []
+    iters = 0
+    for r in range(rounds):
+        raw, raw_out = raw_runner(case, comm, subcomms, local, shape)
+        fns = [dtensor, raw]
+        if control:  # the same raw call into buffers of its own: how far two raw runs differ
+            fns.append(raw_runner(case, comm, subcomms, local, shape)[0])
+        raw()
+        check_same(case, x.redistribute(dst), raw_out, size)
+        if r == 0:
+            iters = max(1, choose_iters(fns, comm, budget_s, min_iters, max_iters) // rounds)
+        else:
+            timed(fns, max(3, iters // 20), comm)  # warm the new buffers
+        per_round.append(timed(fns, iters, comm))
+        kept.append((fns, raw_out, x.redistribute(dst)))
+    times = np.concatenate(per_round, axis=1)
+    medians = [float(v) * 1e6 for v in np.median(times, axis=1)]
+    dtensor_us, raw_us = medians[:2]
+    iters *= rounds
     plan_us, plan_hashed_us = time_lookup(x, case.dst, comm)
-    del x, local, raw, raw_out, fns
-    gc.collect()
+    if profile_dir:
+        profile_row(f"{case.name}_{format_size(size)}", dtensor, iters, comm, profile_dir)
     return {
         "transition": case.name,
         "bytes": size,
@@ -272,16 +304,21 @@ def run_case(case: Case, size: int, comm: MPI.Intracomm, subcomms: dict[int, MPI
         "plan_us": round(plan_us, 3),
         "plan_hashed_us": round(plan_hashed_us, 3),
         "iters": iters,
+        **({"control_us": round(medians[2], 3), "control_ratio": round(medians[2] / raw_us, 4)} if control else {}),
     }
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = f"{'transition':<20} {'bytes':>8} {'ranks':>5} {'dtensor_us':>12} {'raw_mpi_us':>12} {'ratio':>7} {'plan_us':>8} {'iters':>6}"
+    control = any("control_ratio" in r for r in rows)
+    head = (f"{'transition':<20} {'bytes':>8} {'ranks':>5} {'dtensor_us':>12} {'raw_mpi_us':>12} {'ratio':>7}"
+            + (f" {'control':>8}" if control else "") + f" {'plan_us':>8} {'iters':>6}")
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
             f"{r['transition']:<20} {format_size(r['bytes']):>8} {r['ranks']:>5} {r['dtensor_us']:>12.1f} "
-            f"{r['raw_mpi_us']:>12.1f} {r['ratio']:>7.2f} {r['plan_us']:>8.2f} {r['iters']:>6}"
+            f"{r['raw_mpi_us']:>12.1f} {r['ratio']:>7.2f}"
+            + (f" {r.get('control_ratio', float('nan')):>8.2f}" if control else "")
+            + f" {r['plan_us']:>8.2f} {r['iters']:>6}"
         )
     return "\n".join(lines)
 
@@ -298,6 +335,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="seconds of measuring per row and side (default 1.5; 0.3 with --quick)")
     parser.add_argument("--min-iters", type=int, default=None, help="at least this many iterations (default 25)")
     parser.add_argument("--max-iters", type=int, default=5000, help="at most this many iterations")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per row, each with new output "
+                        "buffers on both sides; the row pools their iterations (default 3)")
+    parser.add_argument("--control", action="store_true", help="also time the raw call into a second set of "
+                        "buffers (column control_ratio = raw2 / raw): the run-to-run floor of the ratio")
+    parser.add_argument("--profile", metavar="DIR", help="after each row, profile the DTensor side with "
+                        "pyinstrument (rank 0) and write a text report per row into DIR")
     args = parser.parse_args(argv)
 
     comm = MPI.COMM_WORLD
@@ -333,11 +376,14 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for case in cases:
         for size in sizes:
-            row = run_case(case, size, comm, subcomms, budget, min_iters, args.max_iters)
+            row = run_case(case, size, comm, subcomms, budget, min_iters, args.max_iters, args.profile,
+                           args.control, max(1, args.rounds))
+            gc.collect()  # the row's arrays went with run_case's frame; nothing else to free
             rows.append(row)
             if comm.rank == 0:
                 print(f"{row['transition']:<20} {format_size(size):>8}  dtensor {row['dtensor_us']:10.1f} us  "
-                      f"raw {row['raw_mpi_us']:10.1f} us  ratio {row['ratio']:5.2f}  plan {row['plan_us']:.2f} us",
+                      f"raw {row['raw_mpi_us']:10.1f} us  ratio {row['ratio']:5.2f}  plan {row['plan_us']:.2f} us"
+                      + (f"  control {row['control_ratio']:.2f}" if "control_ratio" in row else ""),
                       flush=True)
     if comm.rank == 0:
         print()
