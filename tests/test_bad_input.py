@@ -45,6 +45,7 @@ import pytest
 import dtensor_np as dt
 from dtensor_np import Partial, Replicate, Shard
 from dtensor_np.placements import placements_str
+from launching import MPIEXEC, clean_mpi_env
 
 R = Replicate()
 NAN, INF = np.nan, np.inf
@@ -838,23 +839,17 @@ ONE_RANK_CASES = {
 }
 
 
-def _clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "OMPI_", "MPI_LOCAL", "HYDRA_"))}
-    env.pop("PYTEST_ISOLATE_MPI_IS_FORKED", None)
-    return env
-
-
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_bad_input_on_one_rank_raises_on_every_rank_without_a_hang(tmp_path: Path, ranks: int):
     """One rank's input is wrong, the others' right: every rank raises the same type naming that rank, then all go on."""
     script = tmp_path / "one_rank.py"
     script.write_text(ONE_RANK_SCRIPT)
-    mpiexec = Path(sys.executable).with_name("mpiexec")
+    mpiexec = MPIEXEC
     watchdog_s = 8.0
     jobs = {
         case: subprocess.Popen(
             [str(mpiexec), "-n", str(ranks), sys.executable, str(script), case, str(watchdog_s), str(tmp_path)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_clean_env(), start_new_session=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_mpi_env(), start_new_session=True,
         )
         for case in ONE_RANK_CASES
     }
