@@ -127,27 +127,24 @@ class Collective(MeshOp):
     def abstract_eval(self, avals: tuple[ShapeDtype, ...]) -> tuple[ShapeDtype, ...]:
         return tuple(avals)  # a collective is the identity on the global array
 
+    def _arguments(self) -> dict[str, Any]:
+        """The keyword arguments of this collective's backend call, blocking or not."""
+        if self.kind == "all_gather":
+            return {"axis": self.axis, "in_sizes": _sizes(self.in_sizes)}
+        if self.kind == "reduce_scatter":
+            return {"op": self.op, "axis": self.axis, "out_sizes": _sizes(self.out_sizes)}
+        if self.kind == "all_reduce":
+            return {"op": self.op}
+        return {
+            "split_axis": self.split_axis,
+            "concat_axis": self.concat_axis,
+            "in_sizes": _sizes(self.in_sizes),
+            "out_sizes": _sizes(self.out_sizes),
+        }
+
     def execute(self, backend: Any, shards: dict[int, Any]) -> tuple[Any, ...]:
         """Issue the collective on ``backend``; the one output is its ``Handle``."""
-        if self.kind == "all_gather":
-            handle = backend.iall_gather(shards, self.groups, axis=self.axis, in_sizes=_sizes(self.in_sizes), check=False)
-        elif self.kind == "reduce_scatter":
-            handle = backend.ireduce_scatter(
-                shards, self.groups, op=self.op, axis=self.axis, out_sizes=_sizes(self.out_sizes), check=False
-            )
-        elif self.kind == "all_reduce":
-            handle = backend.iall_reduce(shards, self.groups, op=self.op, check=False)
-        else:
-            handle = backend.iall_to_all(
-                shards,
-                self.groups,
-                split_axis=self.split_axis,
-                concat_axis=self.concat_axis,
-                in_sizes=_sizes(self.in_sizes),
-                out_sizes=_sizes(self.out_sizes),
-                check=False,
-            )
-        return (handle,)
+        return (getattr(backend, f"i{self.kind}")(shards, self.groups, check=False, **self._arguments()),)
 
     def execute_blocking(self, backend: Any, shards: dict[int, Any]) -> dict[int, Any]:
         """The collective run to completion at once: what ``execute`` then its wait give.
@@ -156,23 +153,7 @@ class Collective(MeshOp):
         wait, so there is nothing to overlap and the blocking call (often a
         faster algorithm in MPI) serves better.
         """
-        if self.kind == "all_gather":
-            return backend.all_gather(shards, self.groups, axis=self.axis, in_sizes=_sizes(self.in_sizes), check=False)
-        if self.kind == "reduce_scatter":
-            return backend.reduce_scatter(
-                shards, self.groups, op=self.op, axis=self.axis, out_sizes=_sizes(self.out_sizes), check=False
-            )
-        if self.kind == "all_reduce":
-            return backend.all_reduce(shards, self.groups, op=self.op, check=False)
-        return backend.all_to_all(
-            shards,
-            self.groups,
-            split_axis=self.split_axis,
-            concat_axis=self.concat_axis,
-            in_sizes=_sizes(self.in_sizes),
-            out_sizes=_sizes(self.out_sizes),
-            check=False,
-        )
+        return getattr(backend, self.kind)(shards, self.groups, check=False, **self._arguments())
 
     def group_of(self, rank: int) -> tuple[int, ...]:
         """The group that holds ``rank``."""

@@ -20,7 +20,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
@@ -123,23 +123,28 @@ def _register_ufuncs() -> None:
 _register_ufuncs()
 
 
-def _bind_where(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+def _three_operand_rule(fn: Callable[..., Any], operands: Callable[[tuple, dict], list[Any]]) -> OpRule:
+    """The rule of ``where`` or ``clip``: ``operands(args, kwargs)`` lists a call's three operands."""
+
+    def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+        tensors, scalars = bind_operands(operands(args, kwargs))
+        return tensors, (3, scalars)
+
+    def decide(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
+        n, scalars = key
+        return elementwise_decision(specs, lambda rank, *a: fn(*_merge(a, scalars, n)))
+
+    return OpRule(fn.__name__, bind, decide)
+
+
+def _where_operands(args: tuple, kwargs: dict) -> list[Any]:
     operands = list(args) + [kwargs.pop(k) for k in ("x", "y") if k in kwargs]
     if len(operands) != 3 or kwargs:
         raise ShardingError("numpy.where on DTensors needs all three arguments: where(condition, x, y)")
-    tensors, scalars = bind_operands(operands)
-    return tensors, (3, scalars)
+    return operands
 
 
-def _decide_where(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
-    n, scalars = key
-    return elementwise_decision(specs, lambda rank, *a: np.where(*_merge(a, scalars, n)))
-
-
-register(np.where)(OpRule("where", _bind_where, _decide_where))
-
-
-def _bind_clip(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+def _clip_operands(args: tuple, kwargs: dict) -> list[Any]:
     names = ("a", "a_min", "a_max")
     operands = list(args) + [kwargs.pop(k, None) for k in names[len(args):]]
     for alias, canonical in (("min", 1), ("max", 2)):
@@ -147,16 +152,11 @@ def _bind_clip(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
             operands[canonical] = kwargs.pop(alias)
     if kwargs:
         raise ShardingError(f"numpy.clip on DTensors takes a, a_min, a_max; got extra {sorted(kwargs)}")
-    tensors, scalars = bind_operands(operands)
-    return tensors, (3, scalars)
+    return operands
 
 
-def _decide_clip(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
-    n, scalars = key
-    return elementwise_decision(specs, lambda rank, *a: np.clip(*_merge(a, scalars, n)))
-
-
-register(np.clip)(OpRule("clip", _bind_clip, _decide_clip))
+register(np.where)(_three_operand_rule(np.where, _where_operands))
+register(np.clip)(_three_operand_rule(np.clip, _clip_operands))
 
 
 def _bind_astype(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
