@@ -45,13 +45,13 @@ Example:
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional, Sequence
 
 import numpy as np
 
 from collectives import array_module
+from collectives.buffers import allocator
 
 from ..graph.ir import MeshOp, NodeSharding, ShapeDtype
 from ..mesh import DeviceMesh
@@ -112,39 +112,27 @@ def _numel(shape: Sequence[int]) -> int:
     return math.prod(shape)
 
 
-RECYCLE_MIN_BYTES = 64 * 1024
-"""Copy-in buffers and gathered outputs at least this large are reused across calls once nothing holds them."""
-
-
 class _Recycled:
-    """One host array of a fixed shape and dtype, handed out again once nothing else refers to it.
+    """Host arrays of one shape and dtype for a bucket's copy-in buffer or gathered output, reused.
 
-    A fresh large array costs page faults (the kernel zeroes every page as the
-    copy first writes it), often more than the copy itself; a bucket's
-    copy-in buffer and its gathered output have the same shape every call.
-    ``take`` claims the kept array with one atomic ``list.pop``, and reuses it
-    only when its reference count shows that no result, view or in-flight
-    collective still holds it; otherwise it allocates a new one.
+    A bucket's buffers have the same shape every call; large NumPy ones come
+    from a :class:`collectives.buffers.BufferSlot` (reused once no result,
+    view or in-flight collective holds them; the same size threshold and
+    ``DTENSOR_NP_RECYCLE_*`` switches as the collectives' outputs), the rest
+    (small or CuPy) are allocated each call.
     """
 
-    __slots__ = ("shape", "dtype", "cell")
+    __slots__ = ("shape", "dtype", "recycled")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype) -> None:
         self.shape = shape
         self.dtype = dtype
-        self.cell: list[np.ndarray] = []
+        self.recycled = allocator(shape, dtype)
 
     def take(self, xp: Any) -> Any:
-        if xp is not np or _numel(self.shape) * self.dtype.itemsize < RECYCLE_MIN_BYTES:
-            return xp.empty(self.shape, self.dtype)
-        try:
-            kept = self.cell.pop()
-        except IndexError:
-            kept = None
-        if kept is None or sys.getrefcount(kept) > 2:  # held elsewhere (this frame and the call hold 2)
-            kept = np.empty(self.shape, self.dtype)
-        self.cell.append(kept)
-        return kept
+        if xp is np and self.recycled is not None:
+            return self.recycled()
+        return xp.empty(self.shape, self.dtype)
 
 
 def _uniform(sizes: Sequence[int], span: int) -> bool:
