@@ -1,4 +1,4 @@
-"""Bucketing benchmark: many small all_gathers / reduce_scatters one by one against one bucket.
+"""Bucketing benchmark: many small all_gathers / reduce_scatters / all_reduces one by one against one bucket.
 
 Run::
 
@@ -12,7 +12,9 @@ on a 1-D mesh of every rank:
 * all_gather: ``fn(params) = params`` with the parameters ``Shard(0)`` and the
   outputs replicated (one ``S(0)->R`` per parameter);
 * reduce_scatter: the same with the inputs ``Partial()`` and the outputs
-  ``Shard(0)`` (one ``P(sum)->S(0)`` per parameter, like FSDP gradients).
+  ``Shard(0)`` (one ``P(sum)->S(0)`` per parameter, like FSDP gradients);
+* all_reduce: inputs ``Partial()``, outputs replicated (one ``P(sum)->R``
+  per parameter, like DDP gradients).
 
 Each graph is timed in the forms the passes produce:
 
@@ -23,11 +25,11 @@ redistribute       the sharded graph: one blocking collective per parameter
                    (the redistribute executor's prepared MPI calls)
 lowered            ``passes.lower``: one non-blocking collective per parameter,
                    every one started before the first wait
-bucketed           ``passes.bucket_all_gather`` / ``bucket_reduce_scatter``
-                   (``--cap-mb``, 25 MiB: one bucket): copy-in, one collective,
-                   split-out
+bucketed           ``passes.bucket_all_gather`` / ``bucket_reduce_scatter`` /
+                   ``bucket_all_reduce`` (``--cap-mb``, 25 MiB: one bucket):
+                   copy-in, one collective, split-out
 raw one-by-one     plain mpi4py: one blocking ``Allgather`` /
-                   ``Reduce_scatter_block`` per parameter into buffers
+                   ``Reduce_scatter_block`` / ``Allreduce`` per parameter into buffers
                    allocated before the loop (the floor for one by one)
 raw flat           plain mpi4py: one collective on all parameters already in
                    one flat buffer (the floor for a bucket: no copies)
@@ -71,7 +73,7 @@ from timing import timed  # noqa: E402  (benchmarks/timing.py, next to this scri
 
 import dtensor_np as dt  # noqa: E402
 from dtensor_np.graph import graph_collectives, trace  # noqa: E402
-from dtensor_np.passes import bucket_all_gather, bucket_reduce_scatter, lower  # noqa: E402
+from dtensor_np.passes import bucket_all_gather, bucket_all_reduce, bucket_reduce_scatter, lower  # noqa: E402
 from dtensor_np.tensor_parallel import shard_graph  # noqa: E402
 
 COLS = 64
@@ -87,8 +89,10 @@ def fsdp_graphs(kind: str, params: dict[str, np.ndarray], mesh: dt.DeviceMesh, c
         bucketed = bucket_all_gather(sharded, cap_mb)
     else:
         specs = tuple(dt.DTensorSpec(mesh, (dt.Partial(),), v.aval.meta) for v in g.inputs)
-        sharded = shard_graph(g, specs, output_specs=[(dt.Shard(0),)] * len(g.inputs))
-        bucketed = bucket_reduce_scatter(sharded, cap_mb)
+        out = dt.Shard(0) if kind == "reduce_scatter" else dt.Replicate()
+        sharded = shard_graph(g, specs, output_specs=[(out,)] * len(g.inputs))
+        bucket = bucket_reduce_scatter if kind == "reduce_scatter" else bucket_all_reduce
+        bucketed = bucket(sharded, cap_mb)
     return sharded, specs, lower(sharded), bucketed
 
 
@@ -105,6 +109,16 @@ def raw_runners(kind: str, locals_: list[np.ndarray], comm: MPI.Intracomm) -> tu
                 comm.Allgather(x, out)
 
         return one_by_one, lambda: comm.Allgather(flat_send, flat_recv)
+    if kind == "all_reduce":
+        sums = [np.empty_like(x) for x in locals_]
+        flat_send = np.concatenate([x.reshape(-1) for x in locals_])
+        flat_sum = np.empty_like(flat_send)
+
+        def one_by_one_ar() -> None:
+            for x, out in zip(locals_, sums):
+                comm.Allreduce(x, out, MPI.SUM)
+
+        return one_by_one_ar, lambda: comm.Allreduce(flat_send, flat_sum, MPI.SUM)
     recvs = [np.empty((x.shape[0] // k,) + x.shape[1:], x.dtype) for x in locals_]
     flat_send = np.stack([np.concatenate([x.reshape(k, -1)[p] for x in locals_]) for p in range(k)])
     flat_recv = np.empty(flat_send.shape[1], flat_send.dtype)
@@ -187,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
         args.iters, args.warmup = 40, 5
     comm = MPI.COMM_WORLD
     mesh = dt.init_device_mesh((comm.size,), backend="mpi")
-    rows = [run_kind(kind, args, comm, mesh) for kind in ("all_gather", "reduce_scatter")]
+    rows = [run_kind(kind, args, comm, mesh) for kind in ("all_gather", "reduce_scatter", "all_reduce")]
     if comm.rank == 0:
         print(f"# {comm.size} ranks, {MPI.Get_library_version().splitlines()[0]}, {platform.machine()}, "
               f"median us per graph call (slowest rank) over {args.iters} iterations after {args.warmup} warm-up")

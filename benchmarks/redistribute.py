@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import math
 import os
@@ -346,10 +347,8 @@ def main(argv: list[str] | None = None) -> None:
     comm = MPI.COMM_WORLD
     world = comm.size
     if args.profile:
-        try:
-            import pyinstrument  # noqa: F401
-        except ImportError:
-            raise SystemExit("--profile needs pyinstrument: pip install -e '.[bench]'") from None
+        if importlib.util.find_spec("pyinstrument") is None:
+            raise SystemExit("--profile needs pyinstrument: pip install -e '.[bench]'")
     sizes = [parse_size(s) for s in (args.sizes.split(",") if args.sizes else
                                      QUICK_SIZES if args.quick else DEFAULT_SIZES)]
     budget = args.budget if args.budget is not None else (0.3 if args.quick else 1.5)

@@ -59,7 +59,7 @@ def test_bucketing_benchmark_runs_and_checks_its_variants(tmp_path: Path):
     out = tmp_path / "rows.json"
     _run("bucketing.py", "--params", "4", "--kib", "4", "--iters", "3", "--warmup", "1", "--json", str(out))
     rows = json.loads(out.read_text())
-    assert [r["kind"] for r in rows] == ["all_gather", "reduce_scatter"]
+    assert [r["kind"] for r in rows] == ["all_gather", "reduce_scatter", "all_reduce"]
     for r in rows:
         assert r["ranks"] == 2 and r["params"] == 4
         assert r["collectives"]["redistribute"] == 4 and r["collectives"]["bucketed"] == 1

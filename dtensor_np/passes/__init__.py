@@ -5,7 +5,8 @@
   the sharding after it;
 * :func:`schedule`: starts as early as their inputs allow, waits just before
   the first use, so independent compute overlaps communication;
-* :func:`bucket_all_gather` / :func:`bucket_reduce_scatter`: many small
+* :func:`bucket_all_gather` / :func:`bucket_reduce_scatter` /
+  :func:`bucket_all_reduce`: many small
   independent collectives become a few large ones (one flat buffer per
   bucket, copied in and split out), so MPI's latency is paid once per bucket.
 
@@ -28,7 +29,7 @@ Example:
     True
 """
 
-from .bucketing import bucket_all_gather, bucket_reduce_scatter, plan_buckets
+from .bucketing import BUCKETED_KINDS, bucket_all_gather, bucket_all_reduce, bucket_reduce_scatter, plan_buckets
 from .buffers import BucketLayout, BucketPack, BucketUnpack
 from .lowering import is_lowered, lower
 from .ops import WAIT, Collective, LocalStep, Wait
@@ -40,7 +41,9 @@ __all__ = [
     "schedule",
     "bucket_all_gather",
     "bucket_reduce_scatter",
+    "bucket_all_reduce",
     "plan_buckets",
+    "BUCKETED_KINDS",
     "Collective",
     "Wait",
     "WAIT",

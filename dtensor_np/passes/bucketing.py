@@ -1,7 +1,7 @@
-"""Bucketing: many small independent all_gathers (or reduce_scatters) become a few large ones.
+"""Bucketing: many small independent all_gathers (reduce_scatters, all_reduces) become a few large ones.
 
-:func:`bucket_all_gather` and :func:`bucket_reduce_scatter` take a sharded
-graph (lowering it first when it still has redistribute nodes), group the
+:func:`bucket_all_gather`, :func:`bucket_reduce_scatter` and
+:func:`bucket_all_reduce` take a sharded graph (lowering it first when it still has redistribute nodes), group the
 lowered collectives of one kind into buckets, and run each bucket of two or
 more as one collective on a flat buffer, with a copy-in before it and a
 split-out after it (see :mod:`dtensor_np.passes.buffers` for the layout,
@@ -11,7 +11,7 @@ per-call latency is paid once per bucket instead of once per tensor.
 Which collectives share a bucket (:func:`plan_buckets`), in graph order:
 
 * only collectives on the same rank groups and dtype (and, for
-  reduce_scatter, the same reduce op) share a bucket; with
+  reduce_scatter and all_reduce, the same reduce op) share a bucket; with
   ``byte_view=True`` all_gathers of any dtypes do;
 * a bucket closes when the next collective depends on one of its members
   (transitively, through any nodes), so no collective shares a bucket with
@@ -21,7 +21,8 @@ Which collectives share a bucket (:func:`plan_buckets`), in graph order:
 * a bucket closes when the next member would take it over the cap,
   ``cap_mb`` MiB (a number, or a callable from the bucket's index among its
   kind's buckets to MiB), counted like PyTorch: the gathered output of an
-  all_gather, the input of a reduce_scatter, per rank (padding included).  A
+  all_gather, the input of a reduce_scatter or all_reduce, per rank
+  (padding included).  A
   collective larger than the cap on its own stays alone.
 
 The merged graph is rescheduled (copy-in and start as early as every
@@ -68,7 +69,17 @@ from .lowering import fresh_ids, is_lowered, lower, require_sharded
 from .ops import WAIT, Collective
 from .scheduling import schedule
 
-__all__ = ["bucket_all_gather", "bucket_reduce_scatter", "plan_buckets", "collective_dependencies", "Cap"]
+__all__ = [
+    "bucket_all_gather",
+    "bucket_reduce_scatter",
+    "bucket_all_reduce",
+    "plan_buckets",
+    "collective_dependencies",
+    "Cap",
+    "BUCKETED_KINDS",
+]
+
+BUCKETED_KINDS = ("all_gather", "reduce_scatter", "all_reduce")
 
 Cap = Union[float, int, Callable[[int], float]]
 MIB = 1024 * 1024
@@ -147,13 +158,13 @@ def _member(graph: Graph, i: int) -> tuple[Collective, DTensorSpec, DTensorSpec]
 
 
 def _key(collective: Collective, dtype: object, byte_view: bool) -> tuple:
-    if collective.kind == "reduce_scatter":
+    if collective.kind != "all_gather":
         return (collective.groups, str(dtype), collective.op)
     return (collective.groups, "bytes" if byte_view else str(dtype))
 
 
 def plan_buckets(graph: Graph, kind: str, cap_mb: Cap, *, byte_view: bool = False) -> list[list[int]]:
-    """The buckets :func:`bucket_all_gather` / :func:`bucket_reduce_scatter` would merge, as start-node indices.
+    """The buckets ``bucket_<kind>`` would merge (kind in :data:`BUCKETED_KINDS`), as start-node indices.
 
     ``graph`` must be lowered (see :func:`~dtensor_np.passes.lower`); only
     buckets of two or more collectives are listed, each in graph order.
@@ -169,8 +180,8 @@ def plan_buckets(graph: Graph, kind: str, cap_mb: Cap, *, byte_view: bool = Fals
         >>> [[low.nodes[i].op for i in b] for b in plan_buckets(low, "all_gather", 1)]  # the 2nd gather needs the 1st
         []
     """
-    if kind not in ("all_gather", "reduce_scatter"):
-        raise ValueError(f"only all_gather and reduce_scatter are bucketed, got {kind!r}")
+    if kind not in BUCKETED_KINDS:
+        raise ValueError(f"only all_gather, reduce_scatter and all_reduce are bucketed, got {kind!r}")
     if byte_view and kind != "all_gather":
         raise ValueError("byte_view only applies to all_gather: a reduction needs the element dtype")
     _check_cap(cap_mb)
@@ -299,3 +310,33 @@ def bucket_reduce_scatter(graph: Graph, cap_mb: Cap) -> Graph:
         [[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]]
     """
     return _bucket(graph, "reduce_scatter", cap_mb, False)
+
+
+def bucket_all_reduce(graph: Graph, cap_mb: Cap) -> Graph:
+    """A new graph in which independent all_reduces run in buckets of at most ``cap_mb`` MiB (DDP's gradient buckets).
+
+    Members of a bucket share their rank groups, dtype and reduce op;
+    ``cap_mb`` counts each member's bytes per rank (a number, or a callable
+    from bucket index to MiB).  ``graph`` is lowered first when it has
+    redistribute nodes; it is not modified.  A bucketed sum adds the same
+    values in the same rank order as each member's own all_reduce where MPI
+    picks its algorithm independently of the message size (always on two
+    ranks); see the module doc.
+
+    Example (three gradients, every rank holding a partial sum of each)::
+
+        >>> import numpy as np, dtensor_np as dt
+        >>> from dtensor_np.graph import trace, graph_collectives
+        >>> from dtensor_np.tensor_parallel import shard_graph
+        >>> grads = {name: np.full(shape, 1.0) for name, shape in [("w1", (4, 3)), ("w2", (3, 2)), ("b", (2,))]}
+        >>> g = trace(lambda grads: grads, grads)
+        >>> summed = [dt.DTensorSpec(dt.DeviceMesh((2,)), [dt.Partial()], v.aval.meta) for v in g.inputs]
+        >>> ddp = shard_graph(g, tuple(summed), output_specs=[[dt.Replicate()]] * 3)
+        >>> bucketed = bucket_all_reduce(ddp, cap_mb=25)
+        >>> graph_collectives(ddp)["all_reduce"], graph_collectives(bucketed)["all_reduce"]
+        (3, 1)
+        >>> per_rank = {k: dt.LocalTensor({0: v, 1: 2 * v}) for k, v in grads.items()}
+        >>> bucketed(per_rank)["b"].tolist()  # the summed gradient: replicated, so one plain array
+        [3.0, 3.0]
+    """
+    return _bucket(graph, "all_reduce", cap_mb, False)

@@ -1,7 +1,7 @@
 """Bucket buffers: how several collectives' arrays share one flat buffer, and the copy-in / split-out ops.
 
-A bucket of all_gathers (or reduce_scatters) runs as one collective on a
-2-D buffer with one row per rank of the group:
+A bucket of all_gathers, reduce_scatters or all_reduces runs as one
+collective on a 2-D buffer:
 
 * all_gather: each rank copies its members' shards, flattened, into its row
   (``copy_in``); one all_gather stacks the group's rows; ``split_out`` cuts
@@ -10,7 +10,10 @@ A bucket of all_gathers (or reduce_scatters) runs as one collective on a
 * reduce_scatter: each rank cuts every member along its scatter dim into the
   group's pieces and copies piece ``p`` into row ``p`` (``copy_in``); one
   reduce_scatter of the rows leaves row ``p`` reduced on member ``p``, where
-  ``split_out`` views every member's piece.
+  ``split_out`` views every member's piece;
+* all_reduce: each rank copies its members' arrays, flattened, into its one
+  row (``copy_in``); one all_reduce of the row leaves every member's sum in
+  place, where ``split_out`` views it.
 
 Uneven shards (``torch.chunk`` sizes) are **padded**: a member's slot in a
 row is as long as its largest piece on any rank, and shorter pieces are
@@ -32,7 +35,10 @@ mesh dim, with the bucket's mesh dims innermost.  Before an all_gather each
 rank holds its row (``S(0)`` everywhere); after it, the rows of its group
 (``R`` on the bucket's mesh dims).  A reduce_scatter goes from ``P(op)`` on
 the bucket's mesh dims (each rank holds the ``k`` rows of partial values it
-sends) to ``S(0)`` everywhere (each rank holds its reduced row).
+sends) to ``S(0)`` everywhere (each rank holds its reduced row).  An
+all_reduce buffer has one row per group (``mesh size / group size`` rows),
+split over the other mesh dims, and goes from ``P(op)`` to ``R`` on the
+bucket's mesh dims: each rank holds one row before and after.
 
 Example:
     >>> import numpy as np, dtensor_np as dt
@@ -74,7 +80,8 @@ def buffer_specs(
     live = [m for m in range(mesh.ndim) if mesh.shape[m] > 1]
     group_dims = tuple(m for m in mesh_dims if mesh.shape[m] > 1)
     others = tuple(m for m in live if m not in group_dims)
-    meta = TensorMeta((mesh.size(), length), dtype)
+    rows = mesh.size() // math.prod(mesh.shape[m] for m in group_dims) if kind == "all_reduce" else mesh.size()
+    meta = TensorMeta((rows, length), dtype)
 
     def spec(on_group: Placement, order: tuple[int, ...]) -> DTensorSpec:
         placements: list[Placement] = [Replicate()] * mesh.ndim
@@ -89,7 +96,9 @@ def buffer_specs(
         return rows_split, spec(Replicate(), others)
     if kind == "reduce_scatter":
         return spec(Partial(op or "sum"), others), rows_split
-    raise ValueError(f"only all_gather and reduce_scatter are bucketed, got {kind!r}")
+    if kind == "all_reduce":
+        return spec(Partial(op or "sum"), others), spec(Replicate(), others)
+    raise ValueError(f"only all_gather, reduce_scatter and all_reduce are bucketed, got {kind!r}")
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -184,6 +193,13 @@ class _RankPlan:
     def build(cls, layout: "BucketLayout", rank: int) -> "_RankPlan":
         group = layout.group_of(rank)
         slots = layout.slots
+        if layout.kind == "all_reduce":  # one row: every member flat, in order, padded to its span
+            counts = (tuple(_numel(s.in_shapes[rank]) for s in slots),)
+            pads = (tuple(s.span - n for s, n in zip(slots, counts[0])),)
+            views = tuple((s.offset, s.offset + n, s.aval.dtype, s.out_shapes[rank]) for s, n in zip(slots, counts[0]))
+            packed = _Recycled((1, layout.length), layout.dtype)
+            leading = (True,) * len(slots)
+            return cls(1, counts, pads, leading, (), (), (), views, not any(pads[0]), packed, None)
         if layout.kind == "all_gather":
             counts = (tuple(layout._count(s, rank) for s in slots),)
             pads = (tuple(s.span - n for s, n in zip(slots, counts[0])),)
@@ -301,16 +317,17 @@ class BucketLayout:
         for collective, before, after in members:
             if collective.kind != kind or collective.groups != first.groups:
                 raise ValueError(f"bucket members must be {kind}s on the groups {first.groups}, got {collective}")
-            if kind == "reduce_scatter" and collective.op != first.op:
-                raise ValueError(f"reduce_scatter members must share one op ({first.op}), got {collective.op}")
+            if kind != "all_gather" and collective.op != first.op:
+                raise ValueError(f"{kind} members must share one op ({first.op}), got {collective.op}")
             in_shapes, out_shapes = rank_shapes(before), rank_shapes(after)
-            pieces = in_shapes if kind == "all_gather" else out_shapes
+            pieces = out_shapes if kind == "reduce_scatter" else in_shapes
             span = max(_numel(s) for s in pieces)
             if byte_view:
                 span = -(-span * before.dtype.itemsize // BYTE_ALIGN) * BYTE_ALIGN
-            assert collective.axis is not None
+            axis = 0 if kind == "all_reduce" else collective.axis  # an all_reduce splits nothing
+            assert axis is not None
             aval = ShapeDtype(before.shape, before.dtype)
-            slots.append(Slot(aval, collective.axis, offset, span, in_shapes, out_shapes))
+            slots.append(Slot(aval, axis, offset, span, in_shapes, out_shapes))
             offset += span
         dtype = np.dtype(np.uint8) if byte_view else spec0.dtype
         return cls(kind, first.groups, first.mesh_dims, first.op, dtype, offset, tuple(slots), spec0.mesh, byte_view)
@@ -326,8 +343,14 @@ class BucketLayout:
 
     @property
     def nbytes_per_rank(self) -> int:
-        """Bytes of the larger side of the collective on each rank (the gathered or the scattered buffer)."""
-        return self.group_size * self.length * self.itemsize
+        """Bytes of the larger side of the collective on each rank (the gathered, scattered or reduced buffer)."""
+        rows = 1 if self.kind == "all_reduce" else self.group_size
+        return rows * self.length * self.itemsize
+
+    @property
+    def buffer_shape(self) -> tuple[int, ...]:
+        """The buffer's global shape: a row per rank, or per group for an all_reduce (see the module doc)."""
+        return self.specs()[0].shape
 
     def specs(self) -> tuple[DTensorSpec, DTensorSpec]:
         """The buffer's spec before and after the bucket's collective."""
@@ -336,7 +359,8 @@ class BucketLayout:
     def collective(self) -> Collective:
         """The one collective that moves the whole bucket (even rows: no per-rank sizes)."""
         label = f"bucket of {len(self.slots)}"
-        return Collective(self.kind, self.groups, self.mesh_dims, op=self.op, axis=0, label=label)
+        axis = None if self.kind == "all_reduce" else 0
+        return Collective(self.kind, self.groups, self.mesh_dims, op=self.op, axis=axis, label=label)
 
     def group_of(self, rank: int) -> tuple[int, ...]:
         for group in self.groups:
@@ -346,7 +370,7 @@ class BucketLayout:
 
     def _count(self, slot: Slot, rank: int) -> int:
         """Buffer elements of ``rank``'s piece of a member (its shard to gather, or its scattered piece)."""
-        shape = slot.in_shapes[rank] if self.kind == "all_gather" else slot.out_shapes[rank]
+        shape = slot.out_shapes[rank] if self.kind == "reduce_scatter" else slot.in_shapes[rank]
         n = _numel(shape)
         return n * slot.aval.dtype.itemsize if self.byte_view else n
 
@@ -359,7 +383,7 @@ class BucketLayout:
 
     # -- per-rank copy-in and split-out ----------------------------------------------
     def pack(self, rank: int, *arrays: Any) -> Any:
-        """``rank``'s buffer: one row (all_gather) or one row per group member (reduce_scatter).
+        """``rank``'s buffer: one row (all_gather, all_reduce) or one row per group member (reduce_scatter).
 
         all_gather: one concatenation writes the row (members and zero
         padding, in order).  reduce_scatter: every run of evenly split members
@@ -368,7 +392,7 @@ class BucketLayout:
         """
         plan = self._plan(rank)
         xp = array_module(arrays[0]) if arrays else np
-        if self.kind == "all_gather":
+        if self.kind != "reduce_scatter":  # one row of the members' flat arrays (and padding)
             if plan.plain:  # no padding, no byte view: the members' flat views in order
                 pieces = [x.reshape(-1) for x in arrays]
             else:
@@ -402,7 +426,7 @@ class BucketLayout:
     def unpack(self, rank: int, buf: Any) -> tuple[Any, ...]:
         """Every member's result on ``rank`` from its received buffer (in member order).
 
-        reduce_scatter: views of this rank's reduced row.  all_gather: every
+        reduce_scatter, all_reduce: views of this rank's reduced row.  all_gather: every
         member whose pieces join along a leading dim is copied into one array
         (reused across calls once nothing holds it), of which each member is
         a view: a run of evenly split members with one strided copy, an uneven
@@ -410,7 +434,7 @@ class BucketLayout:
         concatenated on its own.
         """
         plan = self._plan(rank)
-        if self.kind == "reduce_scatter":
+        if self.kind != "all_gather":
             row = buf[0]
             if plan.plain:
                 return tuple([row[a:b].reshape(shape) for a, b, _, shape in plan.views])
@@ -477,7 +501,7 @@ class BucketPack(MeshOp):
     name: ClassVar[str] = "copy_in"
 
     def abstract_eval(self, avals: tuple[ShapeDtype, ...]) -> tuple[ShapeDtype, ...]:
-        return (ShapeDtype((self.layout.mesh.size(), self.layout.length), self.layout.dtype),)
+        return (ShapeDtype(self.layout.buffer_shape, self.layout.dtype),)
 
     def check_sharding(self, inputs: tuple[DTensorSpec, ...], outputs: tuple[DTensorSpec, ...]) -> Optional[str]:
         if len(inputs) != len(self.layout.slots):
