@@ -31,6 +31,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, ClassVar, Optional
 
 import numpy as np
@@ -61,6 +62,17 @@ def _transition(sharding: Optional[NodeSharding]) -> str:
 
 def _sizes(values: Optional[tuple[int, ...]]) -> Optional[dict[int, int]]:
     return None if values is None else dict(enumerate(values))
+
+
+@lru_cache(maxsize=1024)
+def _prepared(collective: "Collective", backend: Any, shape: tuple[int, ...], dtype: np.dtype) -> Callable[[Any], Any]:
+    """The backend's prepared call of ``collective`` for one local shape and dtype (worked out once).
+
+    It makes the same MPI call as the general method, into a recycled output
+    buffer, with none of the per-call argument handling.
+    """
+    prepare = getattr(backend, f"prepare_{collective.kind}")
+    return prepare(collective.groups, shape, dtype, **collective._arguments()).run
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +165,10 @@ class Collective(MeshOp):
         wait, so there is nothing to overlap and the blocking call (often a
         faster algorithm in MPI) serves better.
         """
+        prepare = getattr(backend, f"prepare_{self.kind}", None)
+        if prepare is not None and len(shards) == 1:  # MPI: this rank's array through a prepared call
+            ((rank, x),) = shards.items()
+            return {rank: _prepared(self, backend, tuple(x.shape), x.dtype)(x)}
         return getattr(backend, self.kind)(shards, self.groups, check=False, **self._arguments())
 
     def group_of(self, rank: int) -> tuple[int, ...]:
