@@ -45,7 +45,6 @@ import argparse
 import gc
 import importlib.util
 import json
-import math
 import os
 import platform
 import sys
@@ -59,13 +58,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from mpi4py import MPI  # noqa: E402
 
-from timing import timed  # noqa: E402  (benchmarks/timing.py, next to this script)
+from sizes import add_size_options, chosen_sizes, format_size, global_shape  # noqa: E402  (next to this script)
+from timing import choose_iters, timed  # noqa: E402
 
 import dtensor_np as dt  # noqa: E402
 from dtensor_np import Partial, Replicate, Shard  # noqa: E402
 
-DEFAULT_SIZES = ("1KiB", "64KiB", "1MiB", "16MiB", "64MiB")
-QUICK_SIZES = ("1KiB", "64KiB", "1MiB")
 DTYPE = np.float32
 
 
@@ -88,33 +86,6 @@ CASES_2D = (
     Case("[S(0),S(1)]->[R,R]", (2, 2), (Shard(0), Shard(1)), (Replicate(), Replicate())),
     Case("[P,P]->[R,R]", (2, 2), (Partial(), Partial()), (Replicate(), Replicate())),
 )
-
-
-def parse_size(text: str) -> int:
-    text = text.strip()
-    for suffix, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1)):
-        if text.endswith(suffix):
-            return int(float(text[: -len(suffix)]) * scale)
-    return int(text)
-
-
-def format_size(nbytes: int) -> str:
-    for suffix, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale and nbytes % scale == 0:
-            return f"{nbytes // scale} {suffix}"
-    return f"{nbytes} B"
-
-
-def global_shape(nbytes: int, k: int) -> tuple[int, int]:
-    """A (rows, cols) float32 shape of ``nbytes``, as square as possible, both divisible by ``k``."""
-    n = nbytes // np.dtype(DTYPE).itemsize
-    if n * np.dtype(DTYPE).itemsize != nbytes or n % (k * k):
-        raise SystemExit(f"size {nbytes} B is not a whole number of float32 blocks of {k}x{k}")
-    cols = k
-    for c in range(k, math.isqrt(n) + 1, k):
-        if n % c == 0 and (n // c) % k == 0:
-            cols = c
-    return n // cols, cols
 
 
 # -- the raw mpi4py side ----------------------------------------------------------------
@@ -174,18 +145,6 @@ def raw_runner(case: Case, comm: MPI.Intracomm, subcomms: dict[int, MPI.Intracom
 
 
 # -- measuring --------------------------------------------------------------------------
-
-
-def choose_iters(fns: list[Callable[[], Any]], comm: MPI.Intracomm, budget_s: float,
-                 min_iters: int, max_iters: int) -> int:
-    """Warm up, then pick a count of iterations that fills about ``budget_s`` (same on every rank)."""
-    probe = timed(fns, 3, comm)
-    per_iter = float(np.median(probe, axis=1).sum())
-    warm = int(min(max(0.15 * budget_s / max(per_iter, 1e-7), 3), 200))
-    probe = timed(fns, warm, comm)
-    per_iter = float(np.median(probe, axis=1).sum())
-    iters = int(budget_s / max(per_iter + 4e-6 * len(fns), 1e-7))
-    return max(min_iters, min(max_iters, iters))
 
 
 def time_lookup(x: dt.DTensor, dst: tuple[Any, ...], comm: MPI.Intracomm, n: int = 2000) -> tuple[float, float]:
@@ -283,7 +242,7 @@ def run_case(case: Case, size: int, comm: MPI.Intracomm, subcomms: dict[int, MPI
         raw()
         check_same(case, x.redistribute(dst), raw_out, size)
         if r == 0:
-            iters = max(1, choose_iters(fns, comm, budget_s, min_iters, max_iters) // rounds)
+            iters = max(1, choose_iters(lambda n: timed(fns, n, comm), budget_s, min_iters, max_iters, 4e-6) // rounds)
         else:
             timed(fns, max(3, iters // 20), comm)  # warm the new buffers
         per_round.append(timed(fns, iters, comm))
@@ -326,11 +285,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--json", metavar="OUT.json", help="write the rows as JSON (rank 0)")
-    parser.add_argument("--sizes", help="comma-separated global sizes, e.g. 1KiB,64KiB,1MiB (default: "
-                        + ",".join(DEFAULT_SIZES) + ")")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"short run: sizes {','.join(QUICK_SIZES)} and a small time budget")
+    add_size_options(parser, "a small time budget")
     parser.add_argument("--transitions", help="comma-separated transitions to run (default: all for this world size)")
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds of measuring per row and side (default 1.5; 0.3 with --quick)")
@@ -349,8 +304,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.profile:
         if importlib.util.find_spec("pyinstrument") is None:
             raise SystemExit("--profile needs pyinstrument: pip install -e '.[bench]'")
-    sizes = [parse_size(s) for s in (args.sizes.split(",") if args.sizes else
-                                     QUICK_SIZES if args.quick else DEFAULT_SIZES)]
+    sizes = chosen_sizes(args)
     budget = args.budget if args.budget is not None else (0.3 if args.quick else 1.5)
     min_iters = args.min_iters if args.min_iters is not None else (10 if args.quick else 25)
     if world == 4:

@@ -1,5 +1,9 @@
 """Interleaved, slowest-rank timing shared by the benchmarks in this folder.
 
+The loop needs a barrier and an in-place elementwise MAX across ranks; :func:`timed` takes
+them from an mpi4py communicator, :func:`timed_with` from anything (``torch_redistribute.py``
+passes ``torch.distributed``'s).  Nothing here imports mpi4py at module level.
+
 Example (under ``mpiexec``; every rank runs the same calls)::
 
     from timing import timed
@@ -12,22 +16,22 @@ import time
 from typing import Any, Callable
 
 import numpy as np
-from mpi4py import MPI
+
+Runner = Callable[[], Any]
 
 
-def timed(fns: list[Callable[[], Any]], iters: int, comm: MPI.Intracomm) -> np.ndarray:
+def timed_with(fns: list[Runner], iters: int, barrier: Runner, to_slowest: Callable[[np.ndarray], Any]) -> np.ndarray:
     """Per-iteration seconds of each fn on the slowest rank, interleaved; shape ``(len(fns), iters)``.
 
-    An iteration of one fn is ``Barrier``, start the clock, call it, stop the clock; the fns take
+    An iteration of one fn is ``barrier()``, start the clock, call it, stop the clock; the fns take
     turns, in an order that rotates by one from one iteration to the next, so every fn runs in
-    every position (first, after each other fn) equally often.  One ``Allreduce(MAX)`` after the
-    loop makes every entry the slowest rank's time.
+    every position (first, after each other fn) equally often.  ``to_slowest(times)`` runs once
+    after the loop and must replace every entry by its maximum over the ranks, in place.
     """
     n = len(fns)
     times = np.empty((n, iters))
     orders = [[(start + j) % n for j in range(n)] for start in range(n)]
     clock = time.perf_counter
-    barrier = comm.Barrier
     for i in range(iters):
         for j in orders[i % n]:
             fn = fns[j]
@@ -35,5 +39,28 @@ def timed(fns: list[Callable[[], Any]], iters: int, comm: MPI.Intracomm) -> np.n
             t0 = clock()
             fn()
             times[j, i] = clock() - t0
-    comm.Allreduce(MPI.IN_PLACE, times, MPI.MAX)
+    to_slowest(times)
     return times
+
+
+def timed(fns: list[Runner], iters: int, comm: Any) -> np.ndarray:
+    """:func:`timed_with` over an mpi4py communicator (``Barrier`` and ``Allreduce(IN_PLACE, MAX)``)."""
+    from mpi4py import MPI
+
+    return timed_with(fns, iters, comm.Barrier, lambda times: comm.Allreduce(MPI.IN_PLACE, times, MPI.MAX))
+
+
+def choose_iters(measure: Callable[[int], np.ndarray], budget_s: float, min_iters: int, max_iters: int,
+                 per_call_s: float) -> int:
+    """Warm up, then a count of iterations whose calls fill about ``budget_s`` (the same on every rank).
+
+    ``measure(n)`` times ``n`` iterations of all the fns (as :func:`timed` does); ``per_call_s`` is
+    what each call costs beyond its own time (the barrier and the clock), counted into the budget.
+    """
+    probe = measure(3)
+    per_iter = float(np.median(probe, axis=1).sum())
+    warm = int(min(max(0.15 * budget_s / max(per_iter, 1e-7), 3), 200))
+    probe = measure(warm)
+    per_iter = float(np.median(probe, axis=1).sum()) + per_call_s * probe.shape[0]
+    iters = int(budget_s / max(per_iter, 1e-7))
+    return max(min_iters, min(max_iters, iters))
