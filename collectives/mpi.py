@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from .abort import install_abort_on_error
+from .threads import share_cores_among_ranks
 from .agreement import DESCRIPTOR_LENGTH, MemberInfo, call_fingerprint, decode, encode, status_of, verify
 from .counting import record
 from .device import Staged, is_device_array, stage_for_mpi
@@ -128,6 +129,8 @@ class MpiBackend(Backend):
         self.ranks: tuple[int, ...] = (self.rank,)
         self._teams = _TEAMS.setdefault(self.comm.handle, {})
         install_abort_on_error(MPI.COMM_WORLD)
+        # BLAS threads: this rank's share of the node's cores (see ``threads``); once per process
+        self.blas_threads: int | None = share_cores_among_ranks(self.world_size) if comm is None else None
 
     def __repr__(self) -> str:
         return f"MpiBackend(rank={self.rank}, world_size={self.world_size})"
