@@ -57,7 +57,6 @@ speed and its summation order (see ``dtensor_np.passes.bucketing``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -69,7 +68,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from mpi4py import MPI  # noqa: E402
 
-from timing import timed  # noqa: E402  (benchmarks/timing.py, next to this script)
+from cli import write_rows  # noqa: E402  (benchmarks/cli.py, next to this script)
+from timing import timed  # noqa: E402
 
 import dtensor_np as dt  # noqa: E402
 from dtensor_np.graph import graph_collectives, trace  # noqa: E402
@@ -206,10 +206,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"# {comm.size} ranks, {MPI.Get_library_version().splitlines()[0]}, {platform.machine()}, "
               f"median us per graph call (slowest rank) over {args.iters} iterations after {args.warmup} warm-up")
         print(table(rows))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(rows, f, indent=1)
-            print(f"wrote {len(rows)} rows to {args.json}")
+        write_rows(rows, args.json)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.util
-import json
 import os
 import platform
 import sys
@@ -58,7 +57,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from mpi4py import MPI  # noqa: E402
 
-from sizes import add_size_options, chosen_sizes, format_size, global_shape  # noqa: E402  (next to this script)
+from cli import add_size_options, chosen_sizes, format_size, global_shape, write_rows  # noqa: E402  (next to this script)
 from timing import choose_iters, timed  # noqa: E402
 
 import dtensor_np as dt  # noqa: E402
@@ -351,10 +350,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\ncached plan lookup (DTensor.redistribute before communicating): median {np.median(lookups):.2f} us, "
               f"max {max(lookups):.2f} us (same spec object); median {np.median(hashed):.2f} us, "
               f"max {max(hashed):.2f} us (an equal spec in a new object)")
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(rows, f, indent=1)
-            print(f"wrote {len(rows)} rows to {args.json}")
+        write_rows(rows, args.json)
 
 
 if __name__ == "__main__":

@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import platform
 import sys
@@ -79,7 +78,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.tensor import DTensor, Partial, Placement, Replicate, Shard, distribute_tensor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sizes import add_size_options, chosen_sizes, format_size, global_shape  # noqa: E402
+from cli import add_size_options, chosen_sizes, format_size, global_shape, write_rows  # noqa: E402
 from timing import Runner, choose_iters, timed_with  # noqa: E402
 
 DTYPE = torch.float32
@@ -287,10 +286,7 @@ def worker(rank: int, world: int, init_method: str, args: argparse.Namespace) ->
             alts = {r["transition"]: r["alt"] for r in rows if "alt" in r}
             for name, what in alts.items():
                 print(f"alt ({name}): {what}")
-            if args.json:
-                with open(args.json, "w") as f:
-                    json.dump(rows, f, indent=1)
-                print(f"wrote {len(rows)} rows to {args.json}")
+            write_rows(rows, args.json)
         dist.barrier()
     finally:
         dist.destroy_process_group()

@@ -1,4 +1,4 @@
-"""Sizes shared by the redistribute benchmarks (``redistribute.py`` and ``torch_redistribute.py``).
+"""Command-line pieces the benchmarks share: sizes, ``--json``/``--sizes``/``--quick``, writing rows.
 
 Needs only the standard library, so the PyTorch benchmark imports it in a venv without mpi4py.
 
@@ -10,7 +10,9 @@ Example::
 from __future__ import annotations
 
 import argparse
+import json
 import math
+from typing import Any, Optional
 
 DEFAULT_SIZES = ("1KiB", "64KiB", "1MiB", "16MiB", "64MiB")
 QUICK_SIZES = ("1KiB", "64KiB", "1MiB")
@@ -58,3 +60,11 @@ def chosen_sizes(args: argparse.Namespace) -> list[int]:
     """The sizes in bytes that ``--sizes`` / ``--quick`` ask for."""
     texts = args.sizes.split(",") if args.sizes else QUICK_SIZES if args.quick else DEFAULT_SIZES
     return [parse_size(t) for t in texts]
+
+
+def write_rows(rows: list[dict[str, Any]], path: Optional[str]) -> None:
+    """Write ``rows`` as a JSON list to ``path`` (nothing when it is None) and say so."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(rows, f, indent=1)
+        print(f"wrote {len(rows)} rows to {path}")
