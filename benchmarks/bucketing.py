@@ -96,8 +96,10 @@ def fsdp_graphs(kind: str, params: dict[str, np.ndarray], mesh: dt.DeviceMesh, c
     return sharded, specs, lower(sharded), bucketed
 
 
-def raw_runners(kind: str, locals_: list[np.ndarray], comm: MPI.Intracomm) -> tuple[Callable[[], Any], Callable[[], Any]]:
-    """(one blocking mpi4py collective per parameter, one collective on a ready flat buffer)."""
+def raw_runners(
+    kind: str, locals_: list[np.ndarray], comm: MPI.Intracomm
+) -> tuple[Callable[[], Any], Callable[[], Any], list[np.ndarray]]:
+    """(one blocking mpi4py collective per parameter, one collective on a ready flat buffer, the former's outputs)."""
     k = comm.size
     if kind == "all_gather":
         recvs = [np.empty((k,) + x.shape, x.dtype) for x in locals_]
@@ -108,7 +110,7 @@ def raw_runners(kind: str, locals_: list[np.ndarray], comm: MPI.Intracomm) -> tu
             for x, out in zip(locals_, recvs):
                 comm.Allgather(x, out)
 
-        return one_by_one, lambda: comm.Allgather(flat_send, flat_recv)
+        return one_by_one, lambda: comm.Allgather(flat_send, flat_recv), [r.reshape((-1,) + r.shape[2:]) for r in recvs]
     if kind == "all_reduce":
         sums = [np.empty_like(x) for x in locals_]
         flat_send = np.concatenate([x.reshape(-1) for x in locals_])
@@ -118,7 +120,7 @@ def raw_runners(kind: str, locals_: list[np.ndarray], comm: MPI.Intracomm) -> tu
             for x, out in zip(locals_, sums):
                 comm.Allreduce(x, out, MPI.SUM)
 
-        return one_by_one_ar, lambda: comm.Allreduce(flat_send, flat_sum, MPI.SUM)
+        return one_by_one_ar, lambda: comm.Allreduce(flat_send, flat_sum, MPI.SUM), sums
     recvs = [np.empty((x.shape[0] // k,) + x.shape[1:], x.dtype) for x in locals_]
     flat_send = np.stack([np.concatenate([x.reshape(k, -1)[p] for x in locals_]) for p in range(k)])
     flat_recv = np.empty(flat_send.shape[1], flat_send.dtype)
@@ -127,7 +129,7 @@ def raw_runners(kind: str, locals_: list[np.ndarray], comm: MPI.Intracomm) -> tu
         for x, out in zip(locals_, recvs):
             comm.Reduce_scatter_block(x, out, MPI.SUM)
 
-    return one_by_one_rs, lambda: comm.Reduce_scatter_block(flat_send, flat_recv, MPI.SUM)
+    return one_by_one_rs, lambda: comm.Reduce_scatter_block(flat_send, flat_recv, MPI.SUM), recvs
 
 
 def run_kind(kind: str, args: argparse.Namespace, comm: MPI.Intracomm, mesh: dt.DeviceMesh) -> dict[str, Any]:
@@ -148,7 +150,9 @@ def run_kind(kind: str, args: argparse.Namespace, comm: MPI.Intracomm, mesh: dt.
     for graph in (lowered, bucketed):
         out = graph(local)
         assert all(np.array_equal(out[k], reference[k]) for k in reference), f"{kind}: outputs differ"
-    raw_each, raw_flat = raw_runners(kind, [np.ascontiguousarray(local[k]) for k in sorted(local)], comm)
+    raw_each, raw_flat, raw_outputs = raw_runners(kind, [np.ascontiguousarray(local[k]) for k in sorted(local)], comm)
+    raw_each()  # the hand-written collectives give the same arrays (exact: small integers)
+    assert all(np.array_equal(reference[k], x) for k, x in zip(sorted(local), raw_outputs)), f"{kind}: DTensor != raw MPI"
     fns = [lambda: sharded(local), lambda: lowered(local), lambda: bucketed(local), raw_each, raw_flat]
     timed(fns, args.warmup, comm)
     times = np.median(timed(fns, args.iters, comm), axis=1) * 1e6

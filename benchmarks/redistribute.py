@@ -200,12 +200,17 @@ def profile_row(name: str, fn: Callable[[], Any], iters: int, comm: MPI.Intracom
         print(f"  profile of {iters} DTensor calls: {path}", flush=True)
 
 
-def check_same(case: Case, y: dt.DTensor, raw_out: np.ndarray, size: int) -> None:
+def check_same(case: Case, y: dt.DTensor, raw_out: np.ndarray, size: int, comm: MPI.Intracomm) -> None:
+    """Stop every rank (with every rank's complaint) when the DTensor result differs from the raw one anywhere."""
     got = y.to_local()
+    problem = None
     if got.shape != raw_out.shape or got.dtype != raw_out.dtype:
-        raise SystemExit(f"{case.name} {size} B: DTensor gave {got.shape} {got.dtype}, raw {raw_out.shape}")
-    if not np.allclose(got, raw_out, rtol=1e-5, atol=1e-5):
-        raise SystemExit(f"{case.name} {size} B: DTensor and raw MPI results differ")
+        problem = f"DTensor gave {got.shape} {got.dtype}, raw {raw_out.shape} {raw_out.dtype}"
+    elif not np.allclose(got, raw_out, rtol=1e-5, atol=1e-5):
+        problem = "DTensor and raw MPI results differ"
+    complaints = [f"rank {r}: {p}" for r, p in enumerate(comm.allgather(problem)) if p]
+    if complaints:  # every rank knows: all exit together instead of some waiting in the next Barrier
+        raise SystemExit(f"{case.name} {size} B: " + "; ".join(complaints))
 
 
 def run_case(case: Case, size: int, comm: MPI.Intracomm, subcomms: dict[int, MPI.Intracomm],
@@ -239,7 +244,7 @@ def run_case(case: Case, size: int, comm: MPI.Intracomm, subcomms: dict[int, MPI
         if control:  # the same raw call into buffers of its own: how far two raw runs differ
             fns.append(raw_runner(case, comm, subcomms, local, shape)[0])
         raw()
-        check_same(case, x.redistribute(dst), raw_out, size)
+        check_same(case, x.redistribute(dst), raw_out, size, comm)
         if r == 0:
             iters = max(1, choose_iters(lambda n: timed(fns, n, comm), budget_s, min_iters, max_iters, 4e-6) // rounds)
         else:

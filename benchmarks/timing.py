@@ -25,7 +25,8 @@ def timed_with(fns: list[Runner], iters: int, barrier: Runner, to_slowest: Calla
 
     An iteration of one fn is ``barrier()``, start the clock, call it, stop the clock; the fns take
     turns, in an order that rotates by one from one iteration to the next, so every fn runs in
-    every position (first, after each other fn) equally often.  ``to_slowest(times)`` runs once
+    every position (first, second, ...) equally often; with two fns each runs right after the
+    other and right after itself equally often.  ``to_slowest(times)`` runs once
     after the loop and must replace every entry by its maximum over the ranks, in place.
     """
     n = len(fns)

@@ -167,11 +167,17 @@ def timed(fns: list[Runner], iters: int) -> np.ndarray:
 
 
 def check_same(name: str, got: torch.Tensor, want: torch.Tensor, size: int, what: str = "raw") -> None:
+    """Stop every rank (with every rank's complaint) when the DTensor result differs from ``what`` anywhere."""
+    problem = None
     if got.shape != want.shape or got.dtype != want.dtype:
-        raise SystemExit(f"{name} {size} B: DTensor gave {tuple(got.shape)} {got.dtype}, "
-                         f"{what} {tuple(want.shape)} {want.dtype}")
-    if not torch.allclose(got, want, rtol=1e-5, atol=1e-5):
-        raise SystemExit(f"{name} {size} B: DTensor and {what} results differ")
+        problem = f"DTensor gave {tuple(got.shape)} {got.dtype}, {what} {tuple(want.shape)} {want.dtype}"
+    elif not torch.allclose(got, want, rtol=1e-5, atol=1e-5):
+        problem = f"DTensor and {what} results differ"
+    problems: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(problems, problem)  # every rank knows: all exit together
+    complaints = [f"rank {r}: {p}" for r, p in enumerate(problems) if p]
+    if complaints:
+        raise SystemExit(f"{name} {size} B: " + "; ".join(complaints))
 
 
 def run_case(case: Case, size: int, mesh: DeviceMesh, budget_s: float, min_iters: int,

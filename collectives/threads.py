@@ -8,7 +8,8 @@ every rank limits its BLAS pool to ``cores // ranks on this node`` (at least 1)
 with threadpoolctl, once.  The ranks on a node are read from the launcher's
 environment (``MPI_LOCALNRANKS`` from MPICH's Hydra, ``OMPI_COMM_WORLD_LOCAL_SIZE``
 from Open MPI, ...); without it the whole world is assumed to share the node,
-which errs towards fewer threads.
+which errs towards fewer threads.  A rank the launcher pinned to fewer cores
+than the node has (``mpiexec -bind-to core:4``) keeps that set as its share.
 
 The user's own choice wins: nothing is changed when ``OMP_NUM_THREADS``,
 ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS`` or ``BLIS_NUM_THREADS`` is set,
@@ -22,6 +23,8 @@ Example:
     1
     >>> threads_per_rank(cores=16, local_ranks=4, environ={"OMP_NUM_THREADS": "2"}) is None  # the user's choice
     True
+    >>> threads_per_rank(cores=4, local_ranks=4, environ={}, node_cores=16)  # pinned to 4 cores already
+    4
 """
 from __future__ import annotations
 
@@ -33,8 +36,15 @@ __all__ = ["threads_per_rank", "share_cores_among_ranks", "USER_THREAD_VARIABLES
 USER_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
 
-def threads_per_rank(cores: int, local_ranks: int, environ: Mapping[str, str]) -> Optional[int]:
-    """The BLAS threads each rank should use, or None to leave the pools as they are."""
+def threads_per_rank(
+    cores: int, local_ranks: int, environ: Mapping[str, str], node_cores: Optional[int] = None
+) -> Optional[int]:
+    """The BLAS threads each rank should use, or None to leave the pools as they are.
+
+    ``cores`` is what this process may run on; when that is fewer than the
+    node's ``node_cores``, the launcher has already pinned the rank to its
+    share, which is then used as it is.
+    """
     setting = environ.get("DTENSOR_NP_THREADS", "").strip()
     if setting:
         if not setting.isdigit():
@@ -42,6 +52,8 @@ def threads_per_rank(cores: int, local_ranks: int, environ: Mapping[str, str]) -
         return int(setting) or None
     if any(environ.get(name) for name in USER_THREAD_VARIABLES):
         return None
+    if node_cores is not None and cores < node_cores:  # pinned by the launcher: that set is the share
+        return max(1, cores)
     return max(1, cores // max(1, local_ranks))
 
 
@@ -74,7 +86,7 @@ def share_cores_among_ranks(world_size: int) -> Optional[int]:
     pools were left alone.
     """
     if not _applied:
-        limit = threads_per_rank(_cores(), _local_ranks(world_size), os.environ)
+        limit = threads_per_rank(_cores(), _local_ranks(world_size), os.environ, os.cpu_count())
         if limit is not None:
             from threadpoolctl import threadpool_limits
 

@@ -167,8 +167,9 @@ class DTensor(NDArrayOperatorsMixin):
         # equality (no hashing); lookup_redistribute checks the input, plans, and fills the caches.
         spec = self._spec
         recent = _recent_get(id(spec))
-        if recent is not None and recent[0] is spec:
-            key = tuple(placements) if placements.__class__ is list else placements
+        cls = placements.__class__
+        if recent is not None and recent[0] is spec and (cls is list or cls is tuple):
+            key = tuple(placements) if cls is list else placements
             for known, order, found in recent[1]:
                 if known == key and order == shard_order:
                     target, run, rank, local = found

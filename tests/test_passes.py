@@ -180,8 +180,9 @@ def test_bucketed_all_reduces_equal_unbucketed(world):
     n = world.size
     exact = world.kind == "mpi" and n > 2  # MPICH's all_reduce algorithm depends on the size on > 2 ranks
     meshes = [(dt.DeviceMesh((n,), backend=world.kind), (Partial("sum"),), (Replicate(),))]
-    if n % 2 == 0 and n > 2:  # a 2-D mesh: sharded on dim 0 (uneven), summed over dim 1
+    if n % 2 == 0 and n > 2:  # 2-D meshes: sharded (unevenly, some shards empty), summed over the other mesh dim
         meshes.append((dt.DeviceMesh((n // 2, 2), backend=world.kind), (Shard(0), Partial("sum")), (Shard(0), Replicate())))
+        meshes.append((dt.DeviceMesh((2, n // 2), backend=world.kind), (Partial("sum"), Shard(0)), (Replicate(), Shard(0))))
     grads = {
         "a": ((384, 256), "f4", "sum"),
         "b": ((n + 1, 3), "f4", "sum"),
@@ -189,6 +190,7 @@ def test_bucketed_all_reduces_equal_unbucketed(world):
         "d": ((5, 4), "f8", "sum"),
         "e": ((3, 2), "f4", "max"),
         "f": ((2 * n + 1,), "f4", "max"),
+        "z": ((1, 5), "f4", "sum"),  # one row: empty shards wherever dim 0 is split
     }
     for mesh, src, dst in meshes:
         def place(op: str, pl=src) -> tuple:
@@ -199,16 +201,16 @@ def test_bucketed_all_reduces_equal_unbucketed(world):
         low = verify(lower(g))
         bucketed = verify(bucket_all_reduce(g, cap_mb=25))
         if n > 1:
-            assert graph_collectives(g)["all_reduce"] == 6
+            assert graph_collectives(g)["all_reduce"] == 7
             assert graph_collectives(bucketed)["all_reduce"] == 3  # (f4, sum), (f8, sum), (f4, max)
         if n > 1 and mesh.ndim == 1:  # the cap counts each member's bytes per rank, like DDP's bucket_cap_mb
             f4_sums = sum(math.prod(grads[k][0]) * 4 for k in ("a", "b", "c"))
             assert sorted(map(len, plan_buckets(low, "all_reduce", f4_sums / 2**20))) == [2, 3]
-            assert sorted(map(len, plan_buckets(low, "all_reduce", (f4_sums - 1) / 2**20))) == [2, 2]
+            assert sorted(map(len, plan_buckets(low, "all_reduce", (f4_sums - 1) / 2**20))) == [2, 2, 2]  # a b | c z | e f
         # rank r holds its block of its own partial array; the result on r sums (or maxes) the blocks
         # of r's group along the partial mesh dim, which all sit at r's offset
         spec_of = {v.name.split(".", 1)[1]: sp for v, sp in zip(g.inputs, g.sharding.inputs)}
-        partial_dim = len(src) - 1
+        partial_dim = next(m for m, p in enumerate(src) if isinstance(p, Partial))
         values, expected = {}, {}
         for i, (k, (shape, d, op)) in enumerate(sorted(grads.items())):
             parts = partial_values(shape, d, i, range(mesh.size()), exact)
@@ -222,6 +224,10 @@ def test_bucketed_all_reduces_equal_unbucketed(world):
         reference = low(args)
         result = bucketed(args)
         assert_same(reference, result, f"bucketed all_reduce on {mesh}")
+        # outputs live in a reused buffer: a second call must not change the first call's results
+        doubled = local_args(world, mesh, g, {k: {r: 2 * x for r, x in v.items()} for k, v in values.items()})
+        assert_same(low(doubled), bucketed(doubled), f"bucketed all_reduce on {mesh}, second call")
+        assert_same(reference, result, f"bucketed all_reduce on {mesh}, a result kept across calls")
         for k, want in expected.items():
             got = result[k]
             shards = got.shards if isinstance(got, LocalTensor) else {world.ranks[0]: got}
@@ -229,6 +235,32 @@ def test_bucketed_all_reduces_equal_unbucketed(world):
                 assert x.shape == want[r].shape and x.dtype == want[r].dtype, f"{k} rank {r}"
                 # n partials summed in another order than NumPy's may differ in the last bits
                 np.testing.assert_allclose(x, want[r], rtol=1e-5, atol=1e-4, err_msg=f"{k} rank {r}")
+
+
+def test_a_lone_bucket_runs_as_one_blocking_call_into_a_reused_buffer(world):
+    """One bucket (start, then its wait at once) runs as a blocking call: under MPI the backend's prepared call,
+    whose output buffer is reused across calls only once no result holds it."""
+    n = world.size
+    mesh = dt.DeviceMesh((n,), backend=world.kind)
+    exact = world.kind == "mpi" and n > 2
+    grads = {"a": ((384, 256), "f4"), "b": ((n + 1, 3), "f4")}  # 384 KiB + a little: a recycled output
+    params = {k: np.zeros(shape, d) for k, (shape, d) in grads.items()}
+    g = sharded(identity, params, mesh, {k: (Partial(),) for k in grads}, [(Replicate(),)] * 2)
+    bucketed = bucket_all_reduce(g, cap_mb=25)
+    ops = [node.op for node in bucketed.nodes]
+    if n > 1:
+        start = ops.index("all_reduce.start")
+        assert ops[start + 1] == "wait", ops  # nothing between: the interpreter issues one blocking call
+    values = {k: partial_values(shape, d, i, world.ranks, exact) for i, (k, (shape, d)) in enumerate(grads.items())}
+    args = local_args(world, mesh, g, values)
+    first = bucketed(args)
+    assert_same(lower(g)(args), first, "a lone bucket")
+    doubled = local_args(world, mesh, g, {k: {r: 2 * x for r, x in v.items()} for k, v in values.items()})
+    second = bucketed(doubled)
+    assert_same(lower(g)(doubled), second, "a lone bucket, second call")
+    assert_same(lower(g)(args), first, "the first call's results, kept while the second ran")
+    if world.kind == "mpi" and n > 1:
+        assert not np.shares_memory(first["a"], second["a"])  # held: the second call got a new buffer
 
 
 def _group_of(mesh: dt.DeviceMesh, dim: int, rank: int) -> list[int]:

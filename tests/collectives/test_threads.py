@@ -7,7 +7,6 @@ rank's BLAS pool was cut to ``cores // 2``.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -32,6 +31,13 @@ from collectives.threads import USER_THREAD_VARIABLES, _local_ranks, threads_per
 )
 def test_threads_per_rank(cores, local_ranks, environ, expected):
     assert threads_per_rank(cores, local_ranks, environ) == expected
+    assert threads_per_rank(cores, local_ranks, environ, node_cores=cores) == expected  # not pinned
+
+
+def test_a_rank_pinned_by_the_launcher_keeps_its_cores():
+    assert threads_per_rank(4, 4, {}, node_cores=16) == 4  # -bind-to core:4: already its share
+    assert threads_per_rank(1, 4, {}, node_cores=16) == 1
+    assert threads_per_rank(4, 4, {"DTENSOR_NP_THREADS": "2"}, node_cores=16) == 2
 
 
 def test_a_bad_thread_setting_says_what_it_wanted():
@@ -58,20 +64,24 @@ backend = dt.runtime.backend_for(mesh)
 x = dt.distribute_tensor(np.ones((64, 64)), mesh, [dt.Shard(1)])
 (x @ x.T).full_tensor()  # BLAS work under the limit
 pools = [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
-print(json.dumps({"rank": backend.rank, "limit": backend.blas_threads, "pools": pools, "cores": len(os.sched_getaffinity(0))}))
+report = {"rank": backend.rank, "limit": backend.blas_threads, "pools": pools,
+          "cores": len(os.sched_getaffinity(0)), "node_cores": os.cpu_count()}
+with open(os.path.join(sys.argv[1], f"rank{backend.rank}.json"), "w") as f:  # one file per rank: no interleaving
+    json.dump(report, f)
 """
 
 
-def test_every_rank_of_an_mpi_job_gets_its_share_of_the_cores():
+def test_every_rank_of_an_mpi_job_gets_its_share_of_the_cores(tmp_path):
     env = {k: v for k, v in clean_mpi_env().items() if k not in USER_THREAD_VARIABLES and k != "DTENSOR_NP_THREADS"}
     done = subprocess.run(
-        [str(MPIEXEC), "-n", "2", sys.executable, "-c", SCRIPT],
+        [str(MPIEXEC), "-n", "2", sys.executable, "-c", SCRIPT, str(tmp_path)],
         capture_output=True, text=True, timeout=120, env=env,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    reports = sorted((json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")), key=lambda r: r["rank"])
-    assert [r["rank"] for r in reports] == [0, 1], done.stdout
-    for report in reports:
-        share = max(1, report["cores"] // 2)
+    reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    for rank, report in enumerate(reports):
+        assert report["rank"] == rank
+        pinned = report["cores"] < report["node_cores"]
+        share = report["cores"] if pinned else max(1, report["cores"] // 2)
         assert report["limit"] == share
         assert report["pools"] and all(n == share for n in report["pools"]), report
