@@ -248,3 +248,15 @@ def test_peak_extra_memory_is_at_most_twice_the_larger_shard(world):
         ratios[f"{src[0]}->{dst[0]}"] = extra_per_rank / max(in_bytes, out_bytes)
     print("peak extra memory / larger shard:", {k: round(v, 2) for k, v in ratios.items()})
     assert max(ratios.values()) <= 2.05, ratios
+
+
+def test_placements_must_be_a_list_or_tuple_before_and_after_a_cached_redistribute():
+    """The cached fast path must not let other containers through (a NumPy array compares elementwise)."""
+    x = dt.distribute_tensor(np.arange(8.0), dt.DeviceMesh((2,)), [Shard(0)])
+    message = r"placements must be a list or tuple of placements, got array\(\[Replicate\(\)\], dtype=object\)"
+    with pytest.raises(TypeError, match=message):
+        x.redistribute(np.array([Replicate()], dtype=object))
+    assert x.redistribute([Replicate()]).full_tensor().tolist() == list(range(8))  # now cached
+    assert x.redistribute((Replicate(),)).full_tensor().tolist() == list(range(8))
+    with pytest.raises(TypeError, match=message):
+        x.redistribute(np.array([Replicate()], dtype=object))
