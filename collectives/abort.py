@@ -17,12 +17,14 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import traceback
 from typing import Any, Mapping, Optional
 
 __all__ = ["install_abort_on_error", "abort_on_error_enabled", "ABORT_ENV"]
 
 ABORT_ENV = "DTENSOR_NP_ABORT_ON_ERROR"
+_FORWARD_PAUSE_S = 0.2
 _installed = False
 
 
@@ -43,6 +45,9 @@ def _report_and_abort(comm: Any, exc_type: type, exc: BaseException, tb: Any) ->
         sys.stderr.write("".join(lines))
         sys.stderr.flush()
         sys.stdout.flush()
+        # MPI_Abort kills every process at once; give the launcher a moment to forward the
+        # message (on a loaded machine it was sometimes lost without this pause)
+        time.sleep(_FORWARD_PAUSE_S)
     finally:
         comm.Abort(1)
 

@@ -15,6 +15,7 @@ import pytest
 
 import dtensor_np as dt
 from dtensor_np import Partial, Replicate, Shard
+from launching import MPIEXEC, clean_mpi_env
 
 SOAK_STEPS = int(os.environ.get("DTENSOR_NP_SOAK_STEPS", "1000"))
 DTYPES = ("float64", "float32", "int64", "bool")
@@ -110,21 +111,18 @@ def test_a_failing_rank_ends_the_whole_job_quickly(tmp_path: Path):
     """One rank of four raises inside a collective-heavy loop: non-zero exit within 10 s, message shown."""
     script = tmp_path / "fault.py"
     script.write_text(FAULT_SCRIPT)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "OMPI_", "MPI_LOCAL", "HYDRA_"))}
-    env.pop("PYTEST_ISOLATE_MPI_IS_FORKED", None)
-    mpiexec = Path(sys.executable).with_name("mpiexec")
     start = time.perf_counter()
     proc = subprocess.run(
-        [str(mpiexec), "-n", "4", sys.executable, str(script)],
+        [str(MPIEXEC), "-n", "4", sys.executable, str(script)],
         capture_output=True,
         text=True,
         timeout=60,
-        env=env,
+        env=clean_mpi_env(),
     )
     elapsed = time.perf_counter() - start
     output = proc.stdout + proc.stderr
     print(f"fault job: exit code {proc.returncode} after {elapsed:.1f} s")
-    assert proc.returncode != 0
-    assert "rank two failed on purpose" in output
-    assert "rank 2" in output
+    assert proc.returncode != 0, output
+    assert "rank two failed on purpose" in output, f"exit code {proc.returncode} after {elapsed:.1f} s: {output!r}"
+    assert "rank 2" in output, output
     assert elapsed < 10, f"the job took {elapsed:.1f} s to end"
