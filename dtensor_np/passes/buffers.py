@@ -194,7 +194,7 @@ class _RankPlan:
         group = layout.group_of(rank)
         slots = layout.slots
         if layout.kind == "all_reduce":  # one row: every member flat, in order, padded to its span
-            counts = (tuple(_numel(s.in_shapes[rank]) for s in slots),)
+            counts = (tuple(layout._count(s, rank) for s in slots),)
             pads = (tuple(s.span - n for s, n in zip(slots, counts[0])),)
             views = tuple((s.offset, s.offset + n, s.aval.dtype, s.out_shapes[rank]) for s, n in zip(slots, counts[0]))
             packed = _Recycled((1, layout.length), layout.dtype)
