@@ -58,7 +58,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from mpi4py import MPI  # noqa: E402
 
 from cli import add_size_options, chosen_sizes, format_size, global_shape, write_rows  # noqa: E402  (next to this script)
-from timing import choose_iters, timed  # noqa: E402
+from timing import pooled_rounds, timed  # noqa: E402
 
 import dtensor_np as dt  # noqa: E402
 from dtensor_np import Partial, Replicate, Shard  # noqa: E402
@@ -235,26 +235,20 @@ def run_case(case: Case, size: int, comm: MPI.Intracomm, subcomms: dict[int, MPI
     def dtensor() -> None:
         x.redistribute(dst)
 
-    kept: list[Any] = []  # every round's buffers stay alive, so the next round's are new
-    per_round: list[np.ndarray] = []
-    iters = 0
-    for r in range(rounds):
+    def new_round() -> tuple[list[Callable[[], Any]], Any]:
         raw, raw_out = raw_runner(case, comm, subcomms, local, shape)
         fns = [dtensor, raw]
         if control:  # the same raw call into buffers of its own: how far two raw runs differ
             fns.append(raw_runner(case, comm, subcomms, local, shape)[0])
         raw()
-        check_same(case, x.redistribute(dst), raw_out, size, comm)
-        if r == 0:
-            iters = max(1, choose_iters(lambda n: timed(fns, n, comm), budget_s, min_iters, max_iters, 4e-6) // rounds)
-        else:
-            timed(fns, max(3, iters // 20), comm)  # warm the new buffers
-        per_round.append(timed(fns, iters, comm))
-        kept.append((fns, raw_out, x.redistribute(dst)))
-    times = np.concatenate(per_round, axis=1)
+        result = x.redistribute(dst)
+        check_same(case, result, raw_out, size, comm)
+        return fns, result  # the result holds the recycled buffer: this round's calls get a new one
+
+    times, iters = pooled_rounds(rounds, new_round, lambda fns, n: timed(fns, n, comm),
+                                 budget_s, min_iters, max_iters, 4e-6)
     medians = [float(v) * 1e6 for v in np.median(times, axis=1)]
     dtensor_us, raw_us = medians[:2]
-    iters *= rounds
     plan_us, plan_hashed_us = time_lookup(x, case.dst, comm)
     if profile_dir:
         profile_row(f"{case.name}_{format_size(size)}", dtensor, iters, comm, profile_dir)

@@ -65,3 +65,28 @@ def choose_iters(measure: Callable[[int], np.ndarray], budget_s: float, min_iter
     per_iter = float(np.median(probe, axis=1).sum()) + per_call_s * probe.shape[0]
     iters = int(budget_s / max(per_iter, 1e-7))
     return max(min_iters, min(max_iters, iters))
+
+
+def pooled_rounds(rounds: int, new_round: Callable[[], tuple[list[Runner], Any]],
+                  measure: Callable[[list[Runner], int], np.ndarray], budget_s: float, min_iters: int,
+                  max_iters: int, per_call_s: float) -> tuple[np.ndarray, int]:
+    """Time ``rounds`` rounds of fns, each round's from ``new_round()``, and pool their iterations.
+
+    ``new_round()`` returns the round's fns and whatever must stay alive until the end (its
+    buffers), so every round runs on new ones.  The first round picks the count per round
+    (:func:`choose_iters`, split over the rounds, at least ``min_iters`` in all); later rounds
+    warm their new buffers first.  Returns the pooled times ``(len(fns), total)`` and the total.
+    """
+    kept: list[Any] = []
+    per_round: list[np.ndarray] = []
+    iters = 0
+    for r in range(rounds):
+        fns, keep = new_round()
+        kept.append(keep)
+        if r == 0:
+            n = choose_iters(lambda m: measure(fns, m), budget_s, min_iters, max_iters, per_call_s)
+            iters = max(-(-min_iters // rounds), n // rounds)  # min_iters <= iters * rounds <= max_iters
+        else:
+            measure(fns, max(3, iters // 20))  # warm the new buffers
+        per_round.append(measure(fns, iters))
+    return np.concatenate(per_round, axis=1), iters * rounds

@@ -79,7 +79,7 @@ from torch.distributed.tensor import DTensor, Partial, Placement, Replicate, Sha
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli import add_size_options, chosen_sizes, format_size, global_shape, write_rows  # noqa: E402
-from timing import Runner, choose_iters, timed_with  # noqa: E402
+from timing import Runner, pooled_rounds, timed_with  # noqa: E402
 
 DTYPE = torch.float32
 
@@ -200,15 +200,15 @@ def run_case(case: Case, size: int, mesh: DeviceMesh, budget_s: float, min_iters
     def dtensor() -> None:
         x.redistribute(mesh, dst)
 
-    kept: list[Any] = []  # every round's tensors stay alive, so the next round's are new
-    per_round: list[np.ndarray] = []
     alt_name = None
-    iters = 0
-    for r in range(rounds):
+
+    def new_round() -> tuple[list[Runner], Any]:
+        nonlocal alt_name
         raw, raw_out, alt = raw_runners(case, local, shape, rank, k)
         fns = [dtensor, raw]
         raw()
-        got = x.redistribute(mesh, dst).to_local()
+        result = x.redistribute(mesh, dst)
+        got = result.to_local()
         check_same(case.name, got, raw_out, size)
         if alt is not None:
             alt_name, alt_run, alt_out = alt
@@ -216,16 +216,11 @@ def run_case(case: Case, size: int, mesh: DeviceMesh, budget_s: float, min_iters
             alt_run()
             if alt_out is not None:
                 check_same(case.name, got, alt_out, size, "alt raw")
-        if r == 0:
-            # the calls fill the budget (+ 30 us each); the gloo barriers around them (about
-            # 0.15 ms each here) come on top, so a row takes a few times ``budget_s`` of wall time
-            n = choose_iters(lambda m: timed(fns, m), budget_s, min_iters, max_iters, 30e-6)
-            iters = max(-(-min_iters // rounds), n // rounds)  # min_iters <= iters * rounds <= max_iters
-        else:
-            timed(fns, max(3, iters // 20))  # warm the new tensors
-        per_round.append(timed(fns, iters))
-        kept.append((fns, raw_out, x.redistribute(mesh, dst)))
-    times = np.concatenate(per_round, axis=1)
+        return fns, (raw_out, result)
+
+    # the calls fill the budget (+ 30 us each); the gloo barriers around them (about 0.15 ms
+    # each here) come on top, so a row takes a few times ``budget_s`` of wall time
+    times, iters = pooled_rounds(rounds, new_round, timed, budget_s, min_iters, max_iters, 30e-6)
     medians = [float(v) * 1e6 for v in np.median(times, axis=1)]
     dtensor_us, raw_us = medians[:2]
     row: dict[str, Any] = {
@@ -235,7 +230,7 @@ def run_case(case: Case, size: int, mesh: DeviceMesh, budget_s: float, min_iters
         "dtensor_us": round(dtensor_us, 3),
         "raw_us": round(raw_us, 3),
         "ratio": round(dtensor_us / raw_us, 4),
-        "iters": iters * rounds,
+        "iters": iters,
         "torch": torch.__version__,
     }
     if alt_name is not None:
