@@ -150,12 +150,15 @@ def time_lookup(x: dt.DTensor, dst: tuple[Any, ...], comm: MPI.Intracomm, n: int
     """Median times (us, slowest rank) of the cached plan lookup ``DTensor.redistribute`` does first.
 
     The first is for the same spec object (what a loop redistributing one DTensor sees), the second
-    for an equal spec in a new object (hashing the spec and the placements).
+    for an equal spec in a new object (specs are interned, so that is the same object again).
     """
-    from dtensor_np.redistribute import lookup_redistribute
+    from dtensor_np.redistribute import redistribution
+
+    def lookup_redistribute(spec: dt.DTensorSpec, placements: list[Any], order: Any) -> Any:
+        return redistribution(spec, tuple(placements), order)  # what DTensor.redistribute does with a list
 
     spec = x.spec
-    lookup_redistribute(spec, dst, None)
+    lookup_redistribute(spec, list(dst), None)
     samples = np.empty(n)
     clock = time.perf_counter
     for i in range(n):

@@ -14,32 +14,49 @@ Example:
     >>> backend.all_gather(shards, ((0, 2), (1, 3)))[1]
     array([1, 3])
 """
-from .counting import CommCounter, comm_counter
-from .device import array_module, cuda_aware_mpi
+from .arguments import GroupLayout, group_layout
+from .backend import Backend, Prepared
+from .chunks import chunk_size_and_offset, chunk_sizes, offsets
+from .counting import KINDS, CommCounter, comm_counter
+from .device import array_module, cuda_aware_mpi, is_device_array
 from .errors import CollectiveError
 from .handles import Handle
 from .launch import launched_by_mpiexec, mpi_world_size
-from .layout import chunk_sizes
 from .mpi import MpiBackend
-from .protocol import Array, Backend, Groups, ReduceOp
+from .recycling import allocator, release_buffers
 from .registry import get_backend
 from .simulated import SimulatedBackend
+from .types import REDUCE_OPS, Array, Group, Groups, ReduceOp, Shapes, Shards, Sizes
 
 __all__ = [
+    "KINDS",
+    "REDUCE_OPS",
     "Array",
     "Backend",
     "CollectiveError",
     "CommCounter",
+    "GroupLayout",
+    "Group",
     "Groups",
     "Handle",
     "MpiBackend",
+    "Prepared",
     "ReduceOp",
+    "Shapes",
+    "Shards",
     "SimulatedBackend",
+    "Sizes",
+    "allocator",
     "array_module",
+    "chunk_size_and_offset",
     "chunk_sizes",
     "comm_counter",
     "cuda_aware_mpi",
     "get_backend",
+    "group_layout",
+    "is_device_array",
     "launched_by_mpiexec",
     "mpi_world_size",
+    "offsets",
+    "release_buffers",
 ]

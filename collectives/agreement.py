@@ -1,20 +1,23 @@
-"""``check=True``: do the members of a group agree on dtype, shapes and sizes?
+"""``check=True``: do the members of a group agree on the call, dtype, shapes and sizes?
 
 Each member is summarised by a ``MemberInfo`` (dtype, shape, whether its own
 local validation failed, and a fingerprint of the call's arguments).  The
 simulated backend builds these directly; the MPI backend encodes its own as a
 fixed-size int64 descriptor and learns the others' with ONE ``Allgather`` over
 the group.  ``verify`` then runs the same checks on every member, so every
-member raises the same error, before any data moves.
+member raises the same error, before any data moves.  The shape checks each
+collective needs live with its op (``check_group`` in :mod:`collectives.ops`),
+built from the helpers here.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
+import zlib
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from .counting import KINDS
 from .dtypes import dtype_name
 from .errors import CollectiveError
 
@@ -24,6 +27,11 @@ __all__ = [
     "call_fingerprint",
     "decode",
     "encode",
+    "lengths_match",
+    "same_lengths",
+    "same_shapes",
+    "same_shapes_except",
+    "sizes_cover",
     "status_of",
     "verify",
 ]
@@ -52,9 +60,18 @@ def status_of(error: BaseException | None) -> int:
     return TYPE_ERROR if isinstance(error, TypeError) else VALUE_ERROR
 
 
-def call_fingerprint(kind: str, *arguments: int | tuple[int, ...] | None) -> int:
-    """A hash of a call's arguments that is equal on every process making the same call."""
-    return hash((KINDS.index(kind), *(-1 if a is None else a for a in arguments)))
+def call_fingerprint(*arguments: Any) -> int:
+    """A fingerprint of a call's arguments that is equal on every process making the same call.
+
+    ``arguments`` are values whose ``repr`` is the same in every process (ints,
+    strings, tuples, the frozen :class:`~collectives.ops.CollectiveOp` of the
+    call), so unlike ``hash`` of a string it does not depend on ``PYTHONHASHSEED``.
+
+    Example:
+        >>> call_fingerprint("all_reduce", ((0, 1),), "sum") == call_fingerprint("all_reduce", ((0, 1),), "sum")
+        True
+    """
+    return zlib.crc32(repr(arguments).encode())
 
 
 def encode(info: MemberInfo) -> np.ndarray:
@@ -72,18 +89,14 @@ def decode(row: np.ndarray, rank: int) -> MemberInfo:
     return MemberInfo(rank, dtype, shape, status, call)
 
 
-def verify(
-    kind: str,
-    group: tuple[int, ...],
-    infos: Sequence[MemberInfo],
-    *,
-    axis: int | None = None,
-    split_axis: int | None = None,
-    concat_axis: int | None = None,
-    in_sizes: tuple[int, ...] | None = None,
-    out_sizes: tuple[int, ...] | None = None,
-) -> None:
-    """Raise the error every member of ``group`` must raise, if any (``infos`` in group order)."""
+def verify(kind: str, group: tuple[int, ...], infos: Sequence[MemberInfo], op: Any = None) -> None:
+    """Raise the error every member of ``group`` must raise, if any (``infos`` in group order).
+
+    A member whose own validation failed, members making different calls, or
+    members with different dtypes raise here; then ``op`` (the call's
+    :class:`~collectives.ops.CollectiveOp`, when known) checks the members'
+    shapes against each other with ``check_group``.
+    """
     _raise_for_failed_members(kind, infos)
     first = infos[0]
     for info in infos[1:]:
@@ -98,30 +111,8 @@ def verify(
                 f"{kind}: dtype mismatch in group {group}: expected {dtype_name(first.dtype)} "
                 f"(rank {first.rank}) on every member, got {dtype_name(info.dtype)} on rank {info.rank}"
             )
-    if kind == "all_gather":
-        if in_sizes is None:
-            _same_shapes(kind, group, infos)
-        else:
-            assert axis is not None
-            _same_shapes_except(kind, group, infos, (axis,))
-            _lengths_match(kind, infos, axis, in_sizes, "in_sizes")
-    elif kind == "all_to_all":
-        assert split_axis is not None and concat_axis is not None
-        _same_shapes_except(kind, group, infos, (split_axis, concat_axis))
-        if out_sizes is None:
-            _same_lengths(kind, group, infos, split_axis, "split_axis")
-        else:
-            for info in infos:
-                _sizes_cover(kind, group, out_sizes, info, split_axis)
-        if in_sizes is None:
-            _same_lengths(kind, group, infos, concat_axis, "concat_axis")
-        else:
-            _lengths_match(kind, infos, concat_axis, in_sizes, "in_sizes")
-    else:  # all_reduce, reduce_scatter, broadcast, scatter
-        _same_shapes(kind, group, infos)
-        if out_sizes is not None:
-            assert axis is not None
-            _sizes_cover(kind, group, out_sizes, first, axis)
+    if op is not None:
+        op.check_group(group, infos)
 
 
 def _raise_for_failed_members(kind: str, infos: Sequence[MemberInfo]) -> None:
@@ -138,7 +129,8 @@ def _raise_for_failed_members(kind: str, infos: Sequence[MemberInfo]) -> None:
             )
 
 
-def _same_shapes(kind: str, group: tuple[int, ...], infos: Sequence[MemberInfo]) -> None:
+def same_shapes(kind: str, group: tuple[int, ...], infos: Sequence[MemberInfo]) -> None:
+    """Raise unless every member has the first member's shape."""
     first = infos[0]
     for info in infos[1:]:
         if info.shape != first.shape:
@@ -148,9 +140,10 @@ def _same_shapes(kind: str, group: tuple[int, ...], infos: Sequence[MemberInfo])
             )
 
 
-def _same_shapes_except(
+def same_shapes_except(
     kind: str, group: tuple[int, ...], infos: Sequence[MemberInfo], axes: tuple[int, ...]
 ) -> None:
+    """Raise unless the members' shapes have one ndim and agree outside ``axes``."""
     first = infos[0]
     for info in infos[1:]:
         if len(info.shape) != len(first.shape):
@@ -167,9 +160,10 @@ def _same_shapes_except(
             )
 
 
-def _same_lengths(
+def same_lengths(
     kind: str, group: tuple[int, ...], infos: Sequence[MemberInfo], axis: int, name: str
 ) -> None:
+    """Raise unless every member has the same length along ``axis`` (argument ``name``)."""
     first = infos[0]
     for info in infos[1:]:
         if info.shape[axis] != first.shape[axis]:
@@ -180,9 +174,10 @@ def _same_lengths(
             )
 
 
-def _lengths_match(
+def lengths_match(
     kind: str, infos: Sequence[MemberInfo], axis: int, sizes: tuple[int, ...], name: str
 ) -> None:
+    """Raise unless member ``i`` has length ``sizes[i]`` along ``axis`` (argument ``name`` gave them)."""
     for info, size in zip(infos, sizes):
         if info.shape[axis] != size:
             raise CollectiveError(
@@ -191,9 +186,10 @@ def _lengths_match(
             )
 
 
-def _sizes_cover(
+def sizes_cover(
     kind: str, group: tuple[int, ...], sizes: tuple[int, ...], info: MemberInfo, axis: int
 ) -> None:
+    """Raise unless the pieces ``sizes`` add up to the member's length along ``axis``."""
     if sum(sizes) != info.shape[axis]:
         raise CollectiveError(
             f"{kind}: out_sizes {sizes} for group {group} must add up to the input length "

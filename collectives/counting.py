@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from types import TracebackType
 
-__all__ = ["KINDS", "CommCounter", "comm_counter", "record"]
+from .ops import KINDS
 
-KINDS = ("all_gather", "all_reduce", "reduce_scatter", "all_to_all", "broadcast", "scatter")
-"""The collectives that are counted (``barrier`` and the helpers are not)."""
+__all__ = ["KINDS", "CommCounter", "active", "comm_counter", "record"]
 
-_active: list[CommCounter] = []
+active: list[CommCounter] = []
+"""The counters recording right now (``record`` adds to each; a hot path may test it before calling)."""
 
 
 class CommCounter:
@@ -39,7 +39,7 @@ class CommCounter:
         return sum(self.counts.values())
 
     def __enter__(self) -> CommCounter:
-        _active.append(self)
+        active.append(self)
         return self
 
     def __exit__(
@@ -48,9 +48,9 @@ class CommCounter:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        for i in range(len(_active) - 1, -1, -1):
-            if _active[i] is self:
-                del _active[i]
+        for i in range(len(active) - 1, -1, -1):
+            if active[i] is self:
+                del active[i]
                 break
 
     def __repr__(self) -> str:
@@ -65,6 +65,6 @@ def comm_counter() -> CommCounter:
 
 def record(kind: str, nbytes: int) -> None:
     """Count one collective of ``kind`` moving an input of ``nbytes`` (backends call this)."""
-    for counter in _active:
+    for counter in active:
         counter.counts[kind] += 1
         counter.bytes[kind] += nbytes

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .protocol import Array
+from .types import Array
 
 __all__ = [
     "CUDA_AWARE_ENV",

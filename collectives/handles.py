@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .protocol import Array
+from .types import Array
 
 __all__ = ["Handle"]
 

@@ -6,10 +6,18 @@ Design choices:
   process, made once with ``Comm.Split`` (colour = group index, key = position,
   so a member's rank in it is its position in the group) and cached at module
   level per parent communicator; ``MpiBackend`` objects are cheap to make.
-  Datatypes and user-defined ops are cached too (``dtypes``, ``reduce_ops``),
-  so a call does no setup work beyond computing counts.
+  Datatypes and user-defined ops are cached too (``dtypes``, ``reduce_ops``).
+* One body per collective.  ``prepare`` asks the collective's op (see
+  :mod:`collectives.ops`) for this rank's :class:`~collectives.ops.MpiCall`:
+  the MPI function, counts, displacements, datatype, the packing before and the
+  unpacking after.  :class:`_Runner` turns that one description into every way
+  of running it: the blocking call on a C-contiguous NumPy array of the
+  prepared shape (the hot path: a few attribute reads, then one mpi4py call
+  into a recycled output buffer), the same call on anything else (a strided
+  view, another byte order, a CuPy array), and the non-blocking call.  The
+  general methods are "check, prepare (cached), run".
 * Data path.  Only the uppercase buffer methods; nothing is pickled.  Results
-  are received straight into preallocated output arrays.
+  are received straight into new output arrays.
 * Uneven pieces.  When every piece has the same length the plain collectives
   are used (``Allgather``, ``Reduce_scatter_block``, ``Alltoall``, ``Scatter``).
   Uneven pieces (from ``in_sizes``/``out_sizes``, or ``torch.chunk`` tails such
@@ -21,65 +29,36 @@ Design choices:
   messages, while the v-variants move exactly the data.  The even/uneven
   choice depends only on group-wide sizes, so every member calls the same
   MPI function.
-* Axes.  Pieces along a leading axis are already contiguous.  For any other
-  axis the sender copies its pieces once into a flat buffer (``packing``) and
-  the receiver concatenates the received blocks once.
 * Checks.  ``check=True`` costs ONE ``Allgather`` of a fixed-size int64
   descriptor over the group (``agreement``); afterwards every member raises
   the same error or none does, so no rank enters the data collective while
   another has raised.  A rank whose own validation failed still takes part in
   that ``Allgather`` and raises afterwards.  ``check=False`` sends nothing extra.
-* Devices.  CuPy arrays go through ``device.stage_for_mpi``.
-* Prepared calls.  ``prepare_all_gather`` and friends work out, for one
-  rank's input shape and dtype, everything the call needs (communicator, MPI
-  function, counts, output shape), so each use is one mpi4py call on plain
-  buffers (``prepared``); the redistribute runner uses them.
+* Devices.  CuPy arrays go through ``device.stage_for_mpi``: straight to MPI
+  when it is CUDA-aware (a device copy of the plan allocates with CuPy),
+  through host memory otherwise.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 import numpy as np
 
+from . import counting
 from .abort import install_abort_on_error
-from .threads import share_cores_among_ranks
 from .agreement import DESCRIPTOR_LENGTH, MemberInfo, call_fingerprint, decode, encode, status_of, verify
-from .counting import record
-from .device import Staged, is_device_array, stage_for_mpi
-from .dtypes import dtype_code, movement_datatype, validate_dtype
+from .arguments import describe_keys, group_layout
+from .backend import MAX_DESCRIPTOR_LENGTH, Backend, Prepared
+from .device import is_device_array, stage_for_mpi
+from .dtypes import dtype_code, validate_dtype
 from .errors import CollectiveError
 from .handles import Handle
-from .layout import (
-    all_equal,
-    all_to_all_arguments,
-    axis_and_sizes,
-    check_root,
-    chunk_sizes,
-    describe_keys,
-    group_layout,
-    is_leading_axis,
-    offsets,
-    piece_counts,
-    with_length,
-)
-from .packing import concat_blocks, pack_pieces
-from .prepared import (
-    Prepared,
-    prepare_all_gather,
-    prepare_all_reduce,
-    prepare_all_to_all,
-    prepare_reduce_scatter,
-)
-from .protocol import MAX_DESCRIPTOR_LENGTH, Array, Backend, Groups, ReduceOp, Shards, Sizes
-from .reduce_ops import (
-    REDUCE_OPS,
-    divide_by_group_size,
-    mpi_reduction,
-    validate_reduce_op,
-    validate_reduction,
-)
+from .ops import OPS, CollectiveOp, MpiCall
+from .packing import new_array
+from .threads import share_cores_among_ranks
+from .types import Array, Groups, Shards
 
 if TYPE_CHECKING:
     from mpi4py import MPI
@@ -135,164 +114,53 @@ class MpiBackend(Backend):
     def __repr__(self) -> str:
         return f"MpiBackend(rank={self.rank}, world_size={self.world_size})"
 
-    # -- collectives ---------------------------------------------------------
+    # -- the one path ------------------------------------------------------------------
 
-    def all_gather(
-        self, shards: Shards, groups: Groups, *, axis: int = 0,
-        in_sizes: Sizes | None = None, check: bool = True,
-    ) -> dict[int, Array]:
-        """Concatenate every member's array along ``axis`` in group order (see ``Backend``)."""
-        return self._all_gather(shards, groups, axis, in_sizes, check, True)
-
-    def iall_gather(
-        self, shards: Shards, groups: Groups, *, axis: int = 0,
-        in_sizes: Sizes | None = None, check: bool = True,
-    ) -> Handle:
-        """Start ``all_gather`` (``Iallgather``/``Iallgatherv``)."""
-        return self._all_gather(shards, groups, axis, in_sizes, check, False)
-
-    def all_reduce(
-        self, shards: Shards, groups: Groups, *, op: ReduceOp = "sum", check: bool = True
-    ) -> dict[int, Array]:
-        """Give every member the reduction (``op``) of its group's arrays (see ``Backend``)."""
-        return self._all_reduce(shards, groups, op, check, True)
-
-    def iall_reduce(
-        self, shards: Shards, groups: Groups, *, op: ReduceOp = "sum", check: bool = True
-    ) -> Handle:
-        """Start ``all_reduce`` (``Iallreduce``)."""
-        return self._all_reduce(shards, groups, op, check, False)
-
-    def reduce_scatter(
-        self, shards: Shards, groups: Groups, *, op: ReduceOp = "sum", axis: int = 0,
-        out_sizes: Sizes | None = None, check: bool = True,
-    ) -> dict[int, Array]:
-        """Reduce the group's arrays; member ``i`` gets piece ``i`` along ``axis`` (see ``Backend``)."""
-        return self._reduce_scatter(shards, groups, op, axis, out_sizes, check, True)
-
-    def ireduce_scatter(
-        self, shards: Shards, groups: Groups, *, op: ReduceOp = "sum", axis: int = 0,
-        out_sizes: Sizes | None = None, check: bool = True,
-    ) -> Handle:
-        """Start ``reduce_scatter`` (``Ireduce_scatter_block``/``Ireduce_scatter``)."""
-        return self._reduce_scatter(shards, groups, op, axis, out_sizes, check, False)
-
-    def all_to_all(
-        self, shards: Shards, groups: Groups, *, split_axis: int, concat_axis: int,
-        in_sizes: Sizes | None = None, out_sizes: Sizes | None = None, check: bool = True,
-    ) -> dict[int, Array]:
-        """Split along ``split_axis``, exchange, concatenate along ``concat_axis`` (see ``Backend``)."""
-        return self._all_to_all(
-            shards, groups, split_axis, concat_axis, in_sizes, out_sizes, check, True
-        )
-
-    def iall_to_all(
-        self, shards: Shards, groups: Groups, *, split_axis: int, concat_axis: int,
-        in_sizes: Sizes | None = None, out_sizes: Sizes | None = None, check: bool = True,
-    ) -> Handle:
-        """Start ``all_to_all`` (``Ialltoall``/``Ialltoallv``)."""
-        return self._all_to_all(
-            shards, groups, split_axis, concat_axis, in_sizes, out_sizes, check, False
-        )
-
-    def broadcast(
-        self, shards: Shards, groups: Groups, *, root: int = 0, check: bool = True
-    ) -> dict[int, Array]:
-        """Copy the array of the member at index ``root`` to every member (``Bcast``).
-
-        Non-root members pass an array of the root's shape and dtype; its data is not read.
-        """
-        kind = "broadcast"
+    def _prepare(self, kind: str, groups: Groups, shapes: dict[int, tuple[int, ...]], dtype: np.dtype,
+                 arguments: Mapping[str, Any]) -> Prepared:
+        cls = OPS.get(kind)
+        if cls is None:
+            raise CollectiveError(f"unknown collective {kind!r}: expected one of {tuple(OPS)}")
         team = self._team(groups)
-        check_root(kind, root, team.all_groups)
-        x, _ = self._own_array(team, kind, shards, check, call=(root,))
-        record(kind, x.nbytes)
-        is_root = team.position == root
-        staged = stage_for_mpi(x, transfer=is_root)
-        if is_root:
-            out = _c_contiguous(staged.buffer)
-            if out is x:
-                out = out.copy()
-        else:
-            out = staged.xp.empty(x.shape, _native(x.dtype))
-        args = ([out, out.size, movement_datatype(out.dtype)], root)
-        return self._issue(True, staged, team.comm.Bcast, None, args, lambda: out)
+        if len(shapes) != 1 or self.rank not in shapes:
+            raise self._keys_error(kind, shapes)
+        shape = tuple(int(n) for n in shapes[self.rank])
+        validate_dtype(dtype, kind)
+        op = cls.parse(len(shape), team.group, **arguments)
+        op.check_local(self.rank, team.position, shape, dtype)
+        runner = _Runner(self.rank, team, op, shape, dtype)
+        out_shape = op.out_shape(shape, team.position, team.size)
+        return Prepared(kind, dtype, {self.rank: shape}, {self.rank: out_shape}, runner.host.call.name,
+                        runner.run, runner.start)
 
-    def scatter(
-        self, shards: Shards, groups: Groups, *, root: int = 0, axis: int = 0,
-        out_sizes: Sizes | None = None, check: bool = True,
-    ) -> dict[int, Array]:
-        """Split the root's array along ``axis``; member ``i`` gets piece ``i`` (``Scatter``/``Scatterv``).
-
-        Non-root members pass an array of the root's shape and dtype; its data is not read.
-        """
-        kind = "scatter"
-        team = self._team(groups)
-        check_root(kind, root, team.all_groups)
-        x, (axis, sizes) = self._own_array(
-            team, kind, shards, check, axis_and_sizes, axis, out_sizes, "out_sizes",
-            names=("axis", "out_sizes"), call=(root,),
-        )
-        if sizes is None:
-            sizes = chunk_sizes(x.shape[axis], team.size)
-        record(kind, x.nbytes)
-        is_root = team.position == root
-        staged = stage_for_mpi(x, transfer=is_root)
-        dtype = _native(x.dtype)
-        datatype = movement_datatype(dtype)
-        recv = staged.xp.empty(with_length(x.shape, axis, sizes[team.position]), dtype)
-        send = None
-        if is_root:
-            send = pack_pieces(_c_contiguous(staged.buffer), axis, sizes, staged.xp)
-        comm = team.comm
-        if all_equal(sizes):
-            send_spec = None if send is None else [send, recv.size, datatype]
-            args = (send_spec, [recv, recv.size, datatype], root)
-            return self._issue(True, staged, comm.Scatter, None, args, lambda: recv)
-        counts = piece_counts(x.shape, axis, sizes)
-        send_spec = None if send is None else [send, counts, offsets(counts), datatype]
-        args = (send_spec, [recv, recv.size, datatype], root)
-        return self._issue(True, staged, comm.Scatterv, None, args, lambda: recv)
+    def _checked(self, kind: str, shards: Shards, groups: Groups, check: bool,
+                 arguments: Mapping[str, Any]) -> tuple[Prepared, dict[int, Array]]:
+        """This rank's array and its prepared call; with ``check`` the group agrees first (see the module doc)."""
+        team = self._team(groups)  # invalid groups raise here, on every rank alike
+        x, op, error = None, None, None
+        try:
+            if len(shards) != 1 or self.rank not in shards:
+                raise self._keys_error(kind, shards)
+            x = shards[self.rank]
+            if type(x) is not np.ndarray and not is_device_array(x):
+                x = np.asarray(x)
+            validate_dtype(x.dtype, kind)
+            cls = OPS.get(kind)
+            if cls is None:
+                raise CollectiveError(f"unknown collective {kind!r}: expected one of {tuple(OPS)}")
+            op = cls.parse(x.ndim, team.group, **arguments)
+            op.check_local(self.rank, team.position, tuple(x.shape), x.dtype)
+        except (TypeError, ValueError) as exc:
+            if not check:
+                raise
+            error = exc
+        if check:
+            self._agree(team, kind, x, error, op)
+        return self.prepare(kind, groups, {self.rank: x.shape}, x.dtype, **arguments), {self.rank: x}
 
     def barrier(self) -> None:
         """``Barrier`` over the whole world."""
         self.comm.Barrier()
-
-    # -- prepared collectives (see ``prepared``) --------------------------------
-
-    def prepare_all_gather(
-        self, groups: Groups, shape: Sequence[int], dtype: Any, *, axis: int = 0,
-        in_sizes: Sizes | None = None,
-    ) -> Prepared:
-        """``all_gather`` for this rank's array of ``shape``/``dtype``, worked out once.
-
-        The returned ``Prepared`` ``run(x)`` gives what ``all_gather({rank: x}, groups,
-        axis=axis, in_sizes=in_sizes, check=False)[rank]`` gives, with one mpi4py call.
-        """
-        return prepare_all_gather(self, groups, shape, dtype, axis=axis, in_sizes=in_sizes)
-
-    def prepare_all_reduce(
-        self, groups: Groups, shape: Sequence[int], dtype: Any, *, op: ReduceOp = "sum"
-    ) -> Prepared:
-        """``all_reduce`` for this rank's array of ``shape``/``dtype``, worked out once."""
-        return prepare_all_reduce(self, groups, shape, dtype, op=op)
-
-    def prepare_reduce_scatter(
-        self, groups: Groups, shape: Sequence[int], dtype: Any, *, op: ReduceOp = "sum",
-        axis: int = 0, out_sizes: Sizes | None = None,
-    ) -> Prepared:
-        """``reduce_scatter`` for this rank's array of ``shape``/``dtype``, worked out once."""
-        return prepare_reduce_scatter(self, groups, shape, dtype, op=op, axis=axis, out_sizes=out_sizes)
-
-    def prepare_all_to_all(
-        self, groups: Groups, shape: Sequence[int], dtype: Any, *, split_axis: int, concat_axis: int,
-        in_sizes: Sizes | None = None, out_sizes: Sizes | None = None,
-    ) -> Prepared:
-        """``all_to_all`` for this rank's array of ``shape``/``dtype``, worked out once."""
-        return prepare_all_to_all(
-            self, groups, shape, dtype, split_axis=split_axis, concat_axis=concat_axis,
-            in_sizes=in_sizes, out_sizes=out_sizes,
-        )
 
     # -- helpers for the higher layer -----------------------------------------
 
@@ -344,164 +212,7 @@ class MpiBackend(Backend):
             for rank in range(self.world_size)
         }
 
-    # -- the collectives' bodies (blocking or not) ------------------------------
-
-    def _all_gather(
-        self, shards: Shards, groups: Groups, axis: int, in_sizes: Sizes | None,
-        check: bool, blocking: bool,
-    ) -> Any:
-        kind = "all_gather"
-        team = self._team(groups)
-        x, (axis, sizes) = self._own_array(
-            team, kind, shards, check, axis_and_sizes, axis, in_sizes, "in_sizes",
-            names=("axis", "in_sizes"),
-        )
-        record(kind, x.nbytes)
-        staged = stage_for_mpi(x)
-        xp = staged.xp
-        send = _c_contiguous(staged.buffer)
-        shape, dtype, k = send.shape, send.dtype, team.size
-        datatype = movement_datatype(dtype)
-        comm = team.comm
-        leading = is_leading_axis(shape, axis)
-        if sizes is None or all_equal(sizes):
-            count = send.size
-            if leading:
-                recv = xp.empty(with_length(shape, axis, shape[axis] * k), dtype)
-                finish: Callable[[], Array] = lambda: recv  # noqa: E731
-            else:
-                recv = xp.empty((k,) + shape, dtype)
-                finish = lambda: xp.concatenate(list(recv), axis=axis)  # noqa: E731
-            args = ([send, count, datatype], [recv, count, datatype])
-            return self._issue(blocking, staged, comm.Allgather, comm.Iallgather, args, finish)
-        shapes = [with_length(shape, axis, size) for size in sizes]
-        counts = [math.prod(s) for s in shapes]
-        if leading:
-            recv = xp.empty(with_length(shape, axis, sum(sizes)), dtype)
-            finish = lambda: recv  # noqa: E731
-        else:
-            recv = xp.empty(sum(counts), dtype)
-            finish = lambda: concat_blocks(recv, shapes, axis, xp)  # noqa: E731
-        args = ([send, send.size, datatype], [recv, counts, offsets(counts), datatype])
-        return self._issue(blocking, staged, comm.Allgatherv, comm.Iallgatherv, args, finish)
-
-    def _all_reduce(
-        self, shards: Shards, groups: Groups, op: ReduceOp, check: bool, blocking: bool
-    ) -> Any:
-        kind = "all_reduce"
-        validate_reduce_op(op, kind)
-        team = self._team(groups)
-        x, _ = self._own_array(team, kind, shards, check, op=op)
-        record(kind, x.nbytes)
-        datatype, mpi_op, runs_numpy = mpi_reduction(_native(x.dtype), op)
-        staged = stage_for_mpi(x, host_only=runs_numpy)
-        send = _c_contiguous(staged.buffer)
-        recv = staged.xp.empty(send.shape, send.dtype)
-        args = ([send, send.size, datatype], [recv, send.size, datatype], mpi_op)
-        finish = _finisher(recv, op, team.size)
-        comm = team.comm
-        return self._issue(blocking, staged, comm.Allreduce, comm.Iallreduce, args, finish)
-
-    def _reduce_scatter(
-        self, shards: Shards, groups: Groups, op: ReduceOp, axis: int,
-        out_sizes: Sizes | None, check: bool, blocking: bool,
-    ) -> Any:
-        kind = "reduce_scatter"
-        validate_reduce_op(op, kind)
-        team = self._team(groups)
-        x, (axis, sizes) = self._own_array(
-            team, kind, shards, check, axis_and_sizes, axis, out_sizes, "out_sizes",
-            names=("axis", "out_sizes"), op=op,
-        )
-        if sizes is None:
-            sizes = chunk_sizes(x.shape[axis], team.size)
-        record(kind, x.nbytes)
-        datatype, mpi_op, runs_numpy = mpi_reduction(_native(x.dtype), op)
-        staged = stage_for_mpi(x, host_only=runs_numpy)
-        xp = staged.xp
-        buffer = _c_contiguous(staged.buffer)
-        send = pack_pieces(buffer, axis, sizes, xp)
-        recv = xp.empty(with_length(buffer.shape, axis, sizes[team.position]), buffer.dtype)
-        finish = _finisher(recv, op, team.size)
-        comm = team.comm
-        if all_equal(sizes):
-            args: tuple[Any, ...] = ([send, datatype], [recv, recv.size, datatype], mpi_op)
-            return self._issue(
-                blocking, staged, comm.Reduce_scatter_block, comm.Ireduce_scatter_block, args, finish
-            )
-        counts = piece_counts(buffer.shape, axis, sizes)
-        args = ([send, datatype], [recv, recv.size, datatype], counts, mpi_op)
-        return self._issue(blocking, staged, comm.Reduce_scatter, comm.Ireduce_scatter, args, finish)
-
-    def _all_to_all(
-        self, shards: Shards, groups: Groups, split_axis: int, concat_axis: int,
-        in_sizes: Sizes | None, out_sizes: Sizes | None, check: bool, blocking: bool,
-    ) -> Any:
-        kind = "all_to_all"
-        team = self._team(groups)
-        x, (split_axis, concat_axis, split_sizes, concat_sizes) = self._own_array(
-            team, kind, shards, check, all_to_all_arguments, split_axis, concat_axis, in_sizes, out_sizes,
-            names=("split_axis", "concat_axis", "out_sizes", "in_sizes"),
-        )
-        k = team.size
-        shape = tuple(x.shape)
-        if split_sizes is None:
-            split_sizes = chunk_sizes(shape[split_axis], k)
-        if concat_sizes is None:
-            concat_sizes = (shape[concat_axis],) * k
-        record(kind, x.nbytes)
-        staged = stage_for_mpi(x)
-        xp = staged.xp
-        buffer = _c_contiguous(staged.buffer)
-        dtype = buffer.dtype
-        datatype = movement_datatype(dtype)
-        send = pack_pieces(buffer, split_axis, split_sizes, xp)
-        mine = with_length(shape, split_axis, split_sizes[team.position])
-        out_shape = with_length(mine, concat_axis, sum(concat_sizes))
-        comm = team.comm
-        if is_leading_axis(out_shape, concat_axis):
-            recv = xp.empty(out_shape, dtype)
-            finish: Callable[[], Array] = lambda: recv  # noqa: E731
-        else:
-            recv = xp.empty(math.prod(out_shape), dtype)
-            shapes = [with_length(mine, concat_axis, n) for n in concat_sizes]
-            finish = lambda: concat_blocks(recv, shapes, concat_axis, xp)  # noqa: E731
-        if all_equal(split_sizes) and all_equal(concat_sizes):
-            send_count = send.size // k if k else 0
-            recv_count = recv.size // k if k else 0
-            args = ([send, send_count, datatype], [recv, recv_count, datatype])
-            return self._issue(blocking, staged, comm.Alltoall, comm.Ialltoall, args, finish)
-        send_counts = piece_counts(shape, split_axis, split_sizes)
-        recv_counts = piece_counts(mine, concat_axis, concat_sizes)
-        args = (
-            [send, send_counts, offsets(send_counts), datatype],
-            [recv, recv_counts, offsets(recv_counts), datatype],
-        )
-        return self._issue(blocking, staged, comm.Alltoallv, comm.Ialltoallv, args, finish)
-
     # -- plumbing -------------------------------------------------------------
-
-    def _issue(
-        self, blocking: bool, staged: Staged, run: Callable[..., Any],
-        start: Callable[..., Any] | None, args: tuple[Any, ...], finish: Callable[[], Array],
-    ) -> Any:
-        """Run the MPI call (``blocking``) or start it and return a ``Handle``."""
-        if staged.sync is not None:
-            staged.sync()
-        restore = staged.restore
-        rank = self.rank
-        if blocking:
-            run(*args)
-            result = finish()
-            return {rank: result if restore is None else restore(result)}
-        assert start is not None
-        request = start(*args)
-
-        def complete() -> dict[int, Array]:
-            result = finish()
-            return {rank: result if restore is None else restore(result)}
-
-        return Handle(complete, request, args)
 
     def _keys_error(self, kind: str, per_rank: Mapping[Any, Any]) -> CollectiveError:
         return CollectiveError(
@@ -509,59 +220,23 @@ class MpiBackend(Backend):
             f"got ranks {describe_keys(per_rank)}"
         )
 
-    def _own_array(
-        self, team: _Team, kind: str, shards: Shards, check: bool,
-        parse: Callable[..., tuple[Any, ...]] | None = None, *arguments: Any,
-        names: tuple[str, ...] = (), call: tuple[int, ...] = (), op: ReduceOp | None = None,
-    ) -> tuple[Array, tuple[Any, ...]]:
-        """This rank's array ``x`` (``shards`` must hold exactly this rank) and its other arguments, validated.
-
-        ``x``'s dtype is checked (for ``op`` too, if given); the other arguments are
-        ``parse(kind, x.ndim, team.group, *arguments)``, and ``names`` are ``verify``'s names for
-        them.  Without ``check`` a validation error is raised here at once.  With it the group
-        agrees first (``_agree``; the op, ``call`` and the parsed values make the call's
-        fingerprint), so every member raises together or none does.
-        """
-        x, values, error = None, (), None
-        try:
-            if len(shards) != 1 or self.rank not in shards:
-                raise self._keys_error(kind, shards)
-            x = shards[self.rank]
-            if type(x) is not np.ndarray and not is_device_array(x):
-                x = np.asarray(x)
-            validate_dtype(x.dtype, kind)
-            if op is not None:
-                validate_reduction(x.dtype, op, kind)
-            if parse is not None:
-                values = parse(kind, x.ndim, team.group, *arguments)
-        except (TypeError, ValueError) as exc:
-            if not check:
-                raise
-            error = exc
-        if check:
-            op_index = () if op is None else (REDUCE_OPS.index(op),)
-            fingerprint = call_fingerprint(kind, team.fingerprint, *op_index, *call, *values)
-            self._agree(team, kind, x, error, fingerprint, **dict(zip(names, values)))
-        return x, values
-
     def _agree(
-        self, team: _Team, kind: str, x: Array | None, error: Exception | None, call: int,
-        **checks: Any,
+        self, team: _Team, kind: str, x: Optional[Array], error: Optional[Exception], op: Optional[CollectiveOp]
     ) -> None:
         """``check=True``: one ``Allgather`` of descriptors, then everyone raises together."""
         info = MemberInfo(
             self.rank,
-            dtype_code(x.dtype) if x is not None else 0,
-            tuple(x.shape) if x is not None else (),
+            dtype_code(x.dtype) if x is not None and hasattr(x, "dtype") else 0,
+            tuple(x.shape) if x is not None and hasattr(x, "shape") else (),
             status_of(error),
-            call,
+            call_fingerprint(kind, team.all_groups, op),
         )
         rows = np.empty((team.size, DESCRIPTOR_LENGTH), np.int64)
         team.comm.Allgather(encode(info), rows)
         if error is not None:
             raise error
         infos = [decode(rows[i], team.group[i]) for i in range(team.size)]
-        verify(kind, team.group, infos, **checks)
+        verify(kind, team.group, infos, op)
 
     def _team(self, groups: Groups) -> _Team:
         """This rank's group communicator for ``groups`` (made on first use, then cached)."""
@@ -604,6 +279,123 @@ class MpiBackend(Backend):
         return self._team((tuple(range(self.world_size)),)).comm
 
 
+class _Plan:
+    """One rank's :class:`~collectives.ops.MpiCall` bound to its communicator and an array library."""
+
+    __slots__ = ("call", "blocking", "nonblocking", "new")
+
+    def __init__(self, call: MpiCall, comm: MPI.Intracomm, dtype: np.dtype, xp: Any) -> None:
+        self.call = call
+        self.blocking = getattr(comm, call.name)
+        self.nonblocking = getattr(comm, "I" + call.name[0].lower() + call.name[1:])  # Allgatherv -> Iallgatherv
+        self.new = new_array(call.recv_shape, dtype, xp)
+
+    def arguments(self, x: Array) -> tuple[tuple[Any, ...], Array]:
+        """The MPI call's arguments for input ``x``, and the buffer it receives into (see ``MpiCall``)."""
+        call = self.call
+        if call.in_place:
+            recv = call.pack(x) if call.pack is not None else self.new()
+            return ([recv, *call.recv_spec], *call.extra), recv
+        recv = self.new()
+        if call.send_spec is None:
+            return (None, [recv, *call.recv_spec], *call.extra), recv
+        send = x if call.pack is None else call.pack(x)
+        return ([send, *call.send_spec], [recv, *call.recv_spec], *call.extra), recv
+
+    def result(self, recv: Array) -> Array:
+        finish = self.call.finish
+        return recv if finish is None else finish(recv)
+
+
+class _Runner:
+    """Every way to run one prepared collective on this rank, all from the op's one ``MpiCall``.
+
+    ``run`` is the hot path for a C-contiguous NumPy input of the prepared shape
+    and (native) dtype; ``execute`` takes anything else (a strided view, another
+    byte order, a CuPy array, a non-blocking start) through the same call.
+    """
+
+    __slots__ = ("rank", "team", "op", "shape", "dtype", "nbytes", "host", "device", "run")
+
+    def __init__(self, rank: int, team: _Team, op: CollectiveOp, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        native = _native(dtype)
+        self.rank, self.team, self.op, self.shape, self.dtype = rank, team, op, shape, native
+        self.nbytes = math.prod(shape) * native.itemsize
+        self.host = _Plan(op.mpi_call(team.position, team.size, shape, native, np), team.comm, native, np)
+        self.device: Optional[_Plan] = None
+        self.run = self._hot_path()
+
+    def _hot_path(self) -> Callable[[Shards], dict[int, Array]]:
+        rank, shape, dtype, nbytes, kind = self.rank, self.shape, self.dtype, self.nbytes, self.op.name
+        plan, execute = self.host, self.execute
+        call = plan.call
+        if call.send_spec is None or call.in_place:
+            return lambda shards: execute(shards[rank], True)
+        mpi_fn, new, pack, finish = plan.blocking, plan.new, call.pack, call.finish
+        send_spec, recv_spec, extra = call.send_spec, call.recv_spec, call.extra
+        ndarray, counters, record = np.ndarray, counting.active, counting.record
+
+        def run(shards: Shards) -> dict[int, Array]:
+            x = shards[rank]
+            if x.__class__ is not ndarray or x.shape != shape or x.dtype != dtype or not x.flags.c_contiguous:
+                return execute(x, True)
+            if counters:
+                record(kind, nbytes)
+            send = x if pack is None else pack(x)
+            recv = new()
+            mpi_fn([send, *send_spec], [recv, *recv_spec], *extra)
+            return {rank: recv if finish is None else finish(recv)}
+
+        return run
+
+    def start(self, shards: Shards) -> Handle:
+        """Start the collective on this rank's array; the handle's ``wait()`` returns ``{rank: result}``."""
+        return self.execute(shards[self.rank], False)
+
+    def execute(self, x: Any, blocking: bool) -> Any:
+        """Run (``blocking``) or start the collective on any input of the prepared shape."""
+        restore = sync = None
+        plan = self.host
+        if is_device_array(x):
+            staged = stage_for_mpi(x, host_only=plan.call.host_only)
+            if staged.xp is np:  # through host memory
+                x, restore = staged.buffer, staged.restore
+            else:  # CUDA-aware MPI: device buffers straight to MPI
+                plan, sync = self._device_plan(staged.xp), staged.sync
+                x = staged.xp.ascontiguousarray(x)
+        if plan is self.host:
+            x = _c_contiguous(x if type(x) is np.ndarray else np.asarray(x))
+        if tuple(x.shape) != self.shape or x.dtype != self.dtype:
+            raise CollectiveError(
+                f"{self.op.name}: prepared for rank {self.rank}'s input of shape {self.shape} and dtype "
+                f"{self.dtype}, got shape {tuple(x.shape)} and dtype {x.dtype}"
+            )
+        if counting.active:
+            counting.record(self.op.name, self.nbytes)
+        args, recv = plan.arguments(x)
+        if sync is not None:
+            sync()
+        rank = self.rank
+        if blocking:
+            plan.blocking(*args)
+            out = plan.result(recv)
+            return {rank: out if restore is None else restore(out)}
+        request = plan.nonblocking(*args)
+
+        def complete() -> dict[int, Array]:
+            out = plan.result(recv)
+            return {rank: out if restore is None else restore(out)}
+
+        return Handle(complete, request, (args, x))
+
+    def _device_plan(self, xp: Any) -> _Plan:
+        if self.device is None:
+            team = self.team
+            call = self.op.mpi_call(team.position, team.size, self.shape, self.dtype, xp)
+            self.device = _Plan(call, team.comm, self.dtype, xp)
+        return self.device
+
+
 def _mpi() -> Any:
     from mpi4py import MPI
 
@@ -619,9 +411,3 @@ def _c_contiguous(x: Array) -> Array:
     if not x.dtype.isnative:
         return x.astype(_native(x.dtype), order="C")
     return x if x.flags.c_contiguous else x.copy()
-
-
-def _finisher(recv: Array, op: str, group_size: int) -> Callable[[], Array]:
-    if op == "avg":
-        return lambda: divide_by_group_size(recv, group_size)
-    return lambda: recv

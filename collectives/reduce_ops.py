@@ -12,7 +12,8 @@ NaN handling differs in MPI, complex max/min, ...) uses a cached user-defined
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Optional
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,7 +21,7 @@ import numpy as np
 from .device import array_module
 from .dtypes import bytes_datatype, has_predefined_mpi_type, movement_datatype
 from .errors import CollectiveError
-from .protocol import Array
+from .types import REDUCE_OPS, Array
 
 if TYPE_CHECKING:
     from mpi4py import MPI
@@ -29,12 +30,12 @@ __all__ = [
     "REDUCE_OPS",
     "combine_in_order",
     "divide_by_group_size",
+    "finisher",
     "mpi_reduction",
     "validate_reduce_op",
     "validate_reduction",
 ]
 
-REDUCE_OPS = ("sum", "avg", "max", "min")
 _UFUNC_NAMES = {"sum": "add", "avg": "add", "max": "maximum", "min": "minimum"}
 
 
@@ -83,7 +84,7 @@ def combine_in_order(arrays: Sequence[Array], op: str) -> Array:
     """
     xp = array_module(arrays[0])
     ufunc = getattr(xp, _UFUNC_NAMES[op])
-    result = arrays[0].copy()
+    result = xp.array(arrays[0], order="C")  # a new array, also from a NumPy scalar
     for x in arrays[1:]:
         ufunc(result, x, out=result)
     if op == "avg":
@@ -95,6 +96,18 @@ def divide_by_group_size(result: Array, group_size: int) -> Array:
     """Turn a sum into an average in place (``avg``); returns ``result``."""
     array_module(result).true_divide(result, group_size, out=result)
     return result
+
+
+def finisher(op: str, group_size: int) -> Optional[Callable[[Array], Array]]:
+    """What turns MPI's reduced buffer into the result: None, or for ``avg`` the division by the group size.
+
+    Example:
+        >>> finisher("sum", 4) is None, finisher("avg", 4)(np.array([8.0])).tolist()
+        (True, [2.0])
+    """
+    if op != "avg":
+        return None
+    return functools.partial(divide_by_group_size, group_size=group_size)
 
 
 @functools.lru_cache(maxsize=None)

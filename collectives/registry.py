@@ -3,16 +3,20 @@ from __future__ import annotations
 
 from .errors import CollectiveError
 from .mpi import MpiBackend
-from .protocol import Backend
+from .backend import Backend
 from .simulated import SimulatedBackend
 
 __all__ = ["get_backend"]
 
 _mpi_backend: MpiBackend | None = None
+_simulated: dict[int, SimulatedBackend] = {}  # one per world size: they hold no state but their caches
 
 
 def get_backend(name: str, world_size: int | None = None) -> Backend:
     """``"simulated"`` (needs ``world_size``) or ``"mpi"`` (one shared backend over ``COMM_WORLD``).
+
+    The same backend object comes back for the same arguments, so prepared
+    collectives are worked out once per process.
 
     Example:
         >>> get_backend("simulated", 4).world_size
@@ -22,7 +26,11 @@ def get_backend(name: str, world_size: int | None = None) -> Backend:
     if name == "simulated":
         if world_size is None:
             raise CollectiveError("get_backend('simulated') needs world_size, got None")
-        return SimulatedBackend(world_size)
+        backend = _simulated.get(world_size) if isinstance(world_size, int) else None
+        if backend is None:
+            backend = SimulatedBackend(world_size)
+            _simulated[world_size] = backend
+        return backend
     if name == "mpi":
         if _mpi_backend is None:
             _mpi_backend = MpiBackend()

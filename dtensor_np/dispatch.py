@@ -25,15 +25,17 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from .arrays import as_array
 from .errors import ShardingError
 from .placements import Partial, Replicate, Shard
 from .propagation import decide, rule_for, rule_of
 from .propagation.registry import OpRule
+from .sharded import is_sharded
 from .redistribute import redistribute_shards
 from .runtime import backend_for
 from .spec import DTensorSpec, TensorMeta
 
-__all__ = ["dispatch", "dispatch_ufunc", "replicate_fallback", "fallback_counts", "as_array"]
+__all__ = ["dispatch", "dispatch_ufunc", "replicate_fallback", "fallback_counts", "run_rule"]
 
 _FALLBACK: contextvars.ContextVar[tuple[dict[str, int], ...]] = contextvars.ContextVar(
     "dtensor_np_replicate_fallback", default=()
@@ -69,12 +71,6 @@ def fallback_counts() -> dict[str, int]:
     return dict(_FALLBACK_COUNTS)
 
 
-def _is_dtensor(x: Any) -> bool:
-    from .dtensor import DTensor
-
-    return isinstance(x, DTensor)
-
-
 def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: Mapping[str, Any]) -> Any:
     """``__array_ufunc__`` for DTensors."""
     if method == "__call__":
@@ -82,7 +78,7 @@ def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: Mapping[
     rule = rule_of(ufunc, method)
     if rule is None:
         raise ShardingError(f"no sharding rule for numpy.{ufunc.__name__}.{method}")
-    return _run(rule, inputs, kwargs)
+    return run_rule(rule, inputs, kwargs)
 
 
 def dispatch(func: Any, args: tuple, kwargs: Mapping[str, Any]) -> Any:
@@ -92,10 +88,14 @@ def dispatch(func: Any, args: tuple, kwargs: Mapping[str, Any]) -> Any:
         if _FALLBACK.get():
             return _fallback(func, args, kwargs)
         rule_for(func)  # raises the ShardingError that names the op
-    return _run(rule, args, kwargs)
+    return run_rule(rule, args, kwargs)
 
 
-def _run(rule: OpRule, args: tuple, kwargs: Mapping[str, Any]) -> Any:
+def run_rule(rule: OpRule, args: tuple, kwargs: Mapping[str, Any]) -> Any:
+    """Run a call through its rule: bind, decide (cached), redistribute the inputs, compute shard by shard, wrap.
+
+    The results are of the type of the first distributed argument (a ``DTensor``).
+    """
     tensors, key = rule.bind(tuple(args), dict(kwargs))
     mesh = tensors[0].mesh
     for t in tensors[1:]:
@@ -107,17 +107,18 @@ def _run(rule: OpRule, args: tuple, kwargs: Mapping[str, Any]) -> Any:
     specs = tuple(t.spec for t in tensors)
     decision = decide(rule, specs, key)
     backend = backend_for(mesh)
-    shards = [_move(t._shards, t.spec, target, backend) for t, target in zip(tensors, decision.inputs)]
+    shards = [_move(t.shards, t.spec, target) for t, target in zip(tensors, decision.inputs)]
     results = {r: decision.local(r, *[s[r] for s in shards]) for r in backend.ranks}
+    make = type(tensors[0])
     if decision.multiple_outputs:
         n = len(decision.outputs)
         return tuple(
-            _wrap({r: res[i] for r, res in results.items()}, decision.outputs[i]) for i in range(n)
+            _wrap(make, {r: res[i] for r, res in results.items()}, decision.outputs[i]) for i in range(n)
         )
-    return _wrap(results, decision.outputs[0])
+    return _wrap(make, results, decision.outputs[0])
 
 
-def _move(shards: dict[int, Any], src: DTensorSpec, dst: DTensorSpec, backend: Any) -> dict[int, Any]:
+def _move(shards: dict[int, Any], src: DTensorSpec, dst: DTensorSpec) -> dict[int, Any]:
     """Redistribute an input to the spec a rule asked for.
 
     A rule may ask a sharded input to join a pending sum (``S -> P``), which
@@ -136,21 +137,14 @@ def _move(shards: dict[int, Any], src: DTensorSpec, dst: DTensorSpec, backend: A
             tuple(Replicate() if m in through else p for m, p in enumerate(dst.placements)),
             dst.tensor_meta,
         )
-        shards, src = redistribute_shards(shards, src, middle, backend), middle
-    return redistribute_shards(shards, src, dst, backend)
+        shards, src = redistribute_shards(shards, src, middle), middle
+    return redistribute_shards(shards, src, dst)
 
 
-def as_array(x: Any) -> Any:
-    """A NumPy scalar or Python number as a 0-d array; arrays unchanged."""
-    return np.asarray(x) if isinstance(x, (np.generic, bool, int, float, complex)) else x
-
-
-def _wrap(results: dict[int, Any], spec: DTensorSpec) -> Any:
-    from .dtensor import DTensor
-
+def _wrap(make: Any, results: dict[int, Any], spec: DTensorSpec) -> Any:
     results = {r: as_array(x) for r, x in results.items()}
     dtype = next(iter(results.values())).dtype
-    return DTensor(results, _with_dtype(spec, np.dtype(dtype)))
+    return make(results, _with_dtype(spec, np.dtype(dtype)))
 
 
 @lru_cache(maxsize=8192)
@@ -161,13 +155,11 @@ def _with_dtype(spec: DTensorSpec, dtype: np.dtype) -> DTensorSpec:
 
 
 def _fallback(func: Any, args: tuple, kwargs: Mapping[str, Any]) -> Any:
-    from .dtensor import DTensor
-
     name = getattr(func, "__name__", repr(func))
-    found: list[DTensor] = []
+    found: list[Any] = []
 
     def gather(x: Any) -> Any:
-        if isinstance(x, DTensor):
+        if is_sharded(x):
             found.append(x)
             return x.full_tensor()
         if isinstance(x, (list, tuple)):
@@ -181,13 +173,14 @@ def _fallback(func: Any, args: tuple, kwargs: Mapping[str, Any]) -> Any:
     result = func(*full_args, **full_kwargs)
     mesh = found[0].mesh
     ranks = backend_for(mesh).ranks
+    make = type(found[0])
 
     def wrap(value: Any) -> Any:
         value = as_array(value)
         if not hasattr(value, "dtype") or not hasattr(value, "shape"):
             return value
         spec = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, TensorMeta(value.shape, value.dtype))
-        return DTensor({r: value.copy() for r in ranks}, spec)
+        return make({r: value.copy() for r in ranks}, spec)
 
     if isinstance(result, tuple):
         return tuple(wrap(v) for v in result)

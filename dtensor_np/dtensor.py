@@ -23,36 +23,20 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
+from .arrays import check_array
+from .dispatch import dispatch, dispatch_ufunc, run_rule
 from .errors import ShardingError
+from .from_local import build_from_local
 from .local_tensor import LocalTensor
 from .mesh import DeviceMesh
 from .placements import Partial, Placement, Replicate, placements_str
-from .propagation.registry import register_sharded_type
-from .redistribute import _RECENT, lookup_full_tensor, lookup_redistribute, redistribute_shards
+from .propagation.elementwise import ASTYPE
+from .sharded import register_sharded_type
+from .redistribute import full_replicator, redistribute_shards, redistribution
 from .runtime import backend_for
-from .spec import DTensorSpec, ShardOrder, TensorMeta, _local_block
+from .spec import DTensorSpec, ShardOrder, TensorMeta
 
-__all__ = ["DTensor", "distribute_tensor", "array_library", "check_array"]
-
-
-def array_library(x: Any) -> str:
-    """``"numpy"`` or ``"cupy"``: the library an array belongs to."""
-    module = type(x).__module__.split(".")[0]
-    return "cupy" if module == "cupy" else "numpy"
-
-
-def check_array(x: Any, what: str = "array") -> Any:
-    """``x`` as a NumPy or CuPy array of a dtype collectives can move; TypeError otherwise."""
-    if array_library(x) != "cupy" and not isinstance(x, np.ndarray):
-        if isinstance(x, (DTensor, LocalTensor)):
-            raise TypeError(f"expected a NumPy or CuPy array for the {what}, got a {type(x).__name__}")
-        x = np.asarray(x)
-    if x.dtype.kind in "OUSVMm":
-        raise TypeError(
-            f"dtensor_np distributes numeric and bool arrays; the {what} has dtype {x.dtype} "
-            f"(object, string, void and datetime dtypes cannot be reduced or moved by MPI)"
-        )
-    return x
+__all__ = ["DTensor", "distribute_tensor"]
 
 
 class DTensor(NDArrayOperatorsMixin):
@@ -126,6 +110,14 @@ class DTensor(NDArrayOperatorsMixin):
         raise TypeError("bool() of a DTensor would gather it silently; call bool(x.full_tensor())")
 
     # -- local data ------------------------------------------------------------
+    @property
+    def shards(self) -> Mapping[int, Any]:
+        """``{rank: array}`` for the ranks this process holds: the DTensor's own mapping, to read, never to change.
+
+        ``local_shards()`` returns a copy of it.
+        """
+        return self._shards
+
     def local_shards(self) -> dict[int, Any]:
         """``{rank: array}`` for the ranks this process holds (all of them when simulated)."""
         return dict(self._shards)
@@ -145,11 +137,9 @@ class DTensor(NDArrayOperatorsMixin):
             >>> x.full_tensor().tolist()
             [0, 1, 2]
         """
-        run, rank, local = lookup_full_tensor(self._spec)
+        run = full_replicator(self._spec)
         if run is None:
             return next(iter(self._shards.values()))
-        if rank is not None:
-            return local(self._shards[rank])
         return next(iter(run(self._shards).values()))
 
     # -- placement changes -----------------------------------------------------
@@ -163,28 +153,18 @@ class DTensor(NDArrayOperatorsMixin):
             >>> str(x.redistribute([dt.Replicate(), dt.Shard(1)]).spec)
             'RS(1)'
         """
-        # The cached path inline: the entries this spec object used lately, by identity and tuple
-        # equality (no hashing); lookup_redistribute checks the input, plans, and fills the caches.
-        spec = self._spec
-        recent = _recent_get(id(spec))
-        cls = placements.__class__
-        if recent is not None and recent[0] is spec and (cls is list or cls is tuple):
-            key = tuple(placements) if cls is list else placements
-            for known, order, found in recent[1]:
-                if known == key and order == shard_order:
-                    target, run, rank, local = found
-                    break
-            else:
-                target, run, rank, local = lookup_redistribute(spec, placements, shard_order)
-        else:
-            target, run, rank, local = lookup_redistribute(spec, placements, shard_order)
+        if placements.__class__ is not tuple:
+            if not isinstance(placements, (list, tuple)):
+                raise TypeError(f"placements must be a list or tuple of placements, got {placements!r}")
+            placements = tuple(placements)
+        try:
+            target, run = redistribution(self._spec, placements, shard_order)
+        except TypeError:  # unhashable arguments: the uncached call validates them (and says what is wrong)
+            target, run = redistribution.__wrapped__(self._spec, placements, shard_order)
         if run is None:
             return self
         out = _new_dtensor(DTensor)
-        if rank is None:
-            _set_shards(out, run(self._shards))
-        else:  # MPI: this rank's array straight through the prepared steps
-            _set_shards(out, {rank: local(self._shards[rank])})
+        _set_shards(out, run(self._shards))
         _set_spec(out, target)
         return out
 
@@ -214,19 +194,14 @@ class DTensor(NDArrayOperatorsMixin):
             >>> x.shape, x.full_tensor().tolist()
             ((5,), [0.0, 0.0, 0.0, 1.0, 1.0])
         """
-        from .from_local import build_from_local
-
-        return build_from_local(local, mesh, placements, shape, run_check)
+        shards, spec = build_from_local(local, mesh, placements, shape, run_check)
+        return cls(shards, spec)
 
     # -- NumPy protocols -------------------------------------------------------
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        from .dispatch import dispatch_ufunc
-
         return dispatch_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        from .dispatch import dispatch
-
         return dispatch(func, args, kwargs)
 
     def __array__(self, *args: Any, **kwargs: Any) -> Any:
@@ -260,10 +235,7 @@ class DTensor(NDArrayOperatorsMixin):
         return np.squeeze(self, axis)
 
     def astype(self, dtype: Any) -> "DTensor":
-        from .dispatch import _run
-        from .propagation.elementwise import ASTYPE
-
-        return _run(ASTYPE, (self, dtype), {})
+        return run_rule(ASTYPE, (self, dtype), {})
 
     def sum(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> "DTensor":
         return np.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
@@ -299,7 +271,6 @@ class DTensor(NDArrayOperatorsMixin):
 register_sharded_type(DTensor)
 
 # DTensor.redistribute builds its result from a shards dict that nothing else holds (no copy).
-_recent_get = _RECENT.get
 _new_dtensor = DTensor.__new__
 _set_shards = DTensor._shards.__set__  # type: ignore[attr-defined]
 _set_spec = DTensor._spec.__set__  # type: ignore[attr-defined]
@@ -370,11 +341,7 @@ def distribute_tensor(
         tuple(Replicate() if isinstance(p, Partial) else p for p in spec.placements),
         spec.tensor_meta,
     )
-    shards = {}
-    for rank in backend.ranks:
-        local_shape, offset = _local_block(spec.shape, mesh.shape, spec.shard_order, mesh.coordinate_of(rank))
-        index = tuple(slice(o, o + n) for o, n in zip(offset, local_shape))
-        shards[rank] = array[index].copy(order="C")
+    shards = {rank: array[spec.local_index(rank)].copy(order="C") for rank in backend.ranks}
     if replicated == spec:
         return DTensor(shards, spec)
-    return DTensor(redistribute_shards(shards, replicated, spec, backend), spec)
+    return DTensor(redistribute_shards(shards, replicated, spec), spec)

@@ -12,14 +12,16 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from .arrays import array_library, check_array
 from .errors import ShardingError
 from .local_tensor import LocalTensor
 from .mesh import DeviceMesh
 from .placements import Placement, Shard
+from .sharded import is_sharded
 from .runtime import backend_for
-from .spec import DTensorSpec, TensorMeta, _local_block
+from .spec import DTensorSpec, TensorMeta
 
-__all__ = ["build_from_local"]
+__all__ = ["build_from_local", "MAX_NDIM"]
 
 MAX_NDIM = 8
 _OK, _BAD_TYPE, _BAD_DTYPE, _BAD_NDIM, _MAPPING = 0, 1, 2, 3, 4
@@ -39,9 +41,7 @@ def _dtype_code(dtype: np.dtype) -> int:
 
 def _describe(x: Any, placements: Sequence[Placement]) -> tuple[list[int], Optional[Exception]]:
     """This shard's row of ints, and the local error it would raise (if any)."""
-    from .dtensor import DTensor, array_library, check_array
-
-    if isinstance(x, (DTensor, LocalTensor)) or not hasattr(x, "dtype") or not hasattr(x, "shape"):
+    if is_sharded(x) or isinstance(x, LocalTensor) or not hasattr(x, "dtype") or not hasattr(x, "shape"):
         err: Exception = TypeError(f"from_local expects a NumPy or CuPy array for each shard, got {type(x).__name__}")
         return [_BAD_TYPE] + [0] * (3 + MAX_NDIM), err
     try:
@@ -66,9 +66,8 @@ def build_from_local(
     placements: Sequence[Placement],
     shape: Optional[Sequence[int]],
     run_check: bool,
-) -> Any:
-    from .dtensor import DTensor
-
+) -> tuple[dict[int, Any], DTensorSpec]:
+    """The shards this process holds and the spec of the DTensor they make (see ``DTensor.from_local``)."""
     if not isinstance(mesh, DeviceMesh):
         raise TypeError(f"from_local needs a DeviceMesh, got {type(mesh).__name__}")
     backend = backend_for(mesh)
@@ -127,7 +126,7 @@ def build_from_local(
         raise ShardingError(f"from_local: shape {tuple(shape)} has {len(spec.shape)} dims, the shards have {ndim}")
     wrong = {}
     for r, row in table.items():
-        expected = _local_block(spec.shape, mesh.shape, spec.shard_order, mesh.coordinate_of(r))[0]
+        expected = spec.local_shape_of_rank(r)
         got = tuple(row[4 : 4 + ndim])
         if got != expected:
             wrong[r] = (got, expected)
@@ -137,7 +136,7 @@ def build_from_local(
             f"from_local: shards do not tile global shape {spec.shape} with placements "
             f"{[str(p) for p in spec.placements]} (torch.chunk sizes): {detail}"
         )
-    return DTensor(shards, spec)
+    return dict(shards), spec
 
 
 def _rows_text(table: dict[int, tuple[int, ...]]) -> str:

@@ -19,21 +19,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
+
+from collectives import Groups
 
 from .errors import ShardingError
 from .int_tuple import is_int, product, suffix_product
+from .interning import Interned
 from .layout import Layout
 
 __all__ = ["DeviceMesh", "BACKENDS"]
 
 BACKENDS = ("simulated", "mpi")
-Groups = tuple[tuple[int, ...], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceMesh:
-    """An n-d mesh of ranks; frozen, hashable, and free of communication.
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
+class DeviceMesh(metaclass=Interned):
+    """An n-d mesh of ranks; frozen, interned (equal meshes are one object), and free of communication.
 
     Args:
         shape: size of every mesh dim.
@@ -54,7 +56,6 @@ class DeviceMesh:
     layout: Optional[Layout] = field(default=None, compare=True)
     world_size: Optional[int] = None
     backend: str = "simulated"
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         shape = (self.shape,) if is_int(self.shape) else tuple(self.shape)
@@ -86,23 +87,12 @@ class DeviceMesh:
         if not layout.check_non_overlap():
             raise ShardingError(f"mesh layout {layout} maps two coordinates to one rank")
         layout.complement(world)  # raises when the layout cannot tile the world
-        object.__setattr__(self, "_hash", hash((shape, self.dim_names, layout, world, self.backend)))
 
-    def __hash__(self) -> int:
-        return self._hash
+    def _key(self) -> tuple[Any, ...]:
+        return (self.shape, self.dim_names, self.layout, self.world_size, self.backend)
 
-    def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
-        if other.__class__ is not DeviceMesh:
-            return NotImplemented
-        return self._hash == other._hash and (  # type: ignore[attr-defined]
-            self.shape == other.shape  # type: ignore[attr-defined]
-            and self.dim_names == other.dim_names  # type: ignore[attr-defined]
-            and self.layout == other.layout  # type: ignore[attr-defined]
-            and self.world_size == other.world_size  # type: ignore[attr-defined]
-            and self.backend == other.backend  # type: ignore[attr-defined]
-        )
+    def __reduce__(self) -> tuple[Any, ...]:
+        return DeviceMesh, self._key()
 
     # -- sizes -----------------------------------------------------------
     @property

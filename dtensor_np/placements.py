@@ -1,29 +1,38 @@
 """Placements: how a tensor sits on one mesh dim (``Shard``, ``Replicate``, ``Partial``).
 
+Placements are interned (see :mod:`dtensor_np.interning`): ``Shard(1)`` is
+one object wherever it is made, so comparing and hashing them is identity.
+
 Example:
     >>> str(Shard(0)), str(Replicate()), str(Partial())
     ('S(0)', 'R', 'P(sum)')
-    >>> Shard(1) == Shard(1), Partial("max") == Partial("sum")
-    (True, False)
+    >>> Shard(1) == Shard(1), Partial("max") == Partial("sum"), Partial() is Partial("sum")
+    (True, False, True)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Any, Union
+
+from collectives import REDUCE_OPS, ReduceOp
 
 from .errors import ShardingError
+from .interning import Interned
 
-__all__ = ["Placement", "Shard", "Replicate", "Partial", "REDUCE_OPS", "ReduceOp"]
-
-ReduceOp = Literal["sum", "avg", "max", "min"]
-REDUCE_OPS: tuple[str, ...] = ("sum", "avg", "max", "min")
+__all__ = ["Placement", "Shard", "Replicate", "Partial", "REDUCE_OPS", "ReduceOp", "check_placement", "placements_str"]
 
 
-class _PlacementBase:
+class _PlacementBase(metaclass=Interned):
     """Shared predicates; ``Placement`` is the union of the three kinds."""
 
     __slots__ = ()
+
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__dataclass_fields__)  # type: ignore[attr-defined]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), self._key()
 
     def is_shard(self, dim: int | None = None) -> bool:
         """True for ``Shard`` (on ``dim``, when given)."""
@@ -38,7 +47,7 @@ class _PlacementBase:
         return False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class Shard(_PlacementBase):
     """The tensor is split along tensor dim ``dim`` over the mesh dim (``torch.chunk`` sizes).
 
@@ -60,7 +69,7 @@ class Shard(_PlacementBase):
         return f"S({self.dim})"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class Replicate(_PlacementBase):
     """Every rank of the mesh dim holds the whole tensor.
 
@@ -76,7 +85,7 @@ class Replicate(_PlacementBase):
         return "R"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class Partial(_PlacementBase):
     """Every rank holds a partial value; the tensor is their reduction by ``reduce_op``.
 

@@ -41,11 +41,14 @@ import heapq
 import itertools
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterator, Mapping, Optional, Union
+from typing import Any, Iterator, Optional, Union
+
+from collectives import Groups, group_layout
+from collectives.ops import KINDS, OPS
 
 from .errors import ShardingError
-from .mesh import DeviceMesh
-from .placements import Partial, Placement, Replicate, Shard, placements_str
+from .int_tuple import product
+from .placements import Partial, Placement, Replicate, Shard
 from .spec import DTensorSpec, ShardOrder, default_shard_order
 
 __all__ = [
@@ -58,13 +61,12 @@ __all__ = [
     "COLLECTIVE_KINDS",
     "LOCAL_KINDS",
     "CostModel",
-    "PlannedStep",
-    "plan_specs",
-    "collective_arguments",
-    "step_arguments",
+    "CollectiveCall",
+    "collective_call",
 ]
 
-COLLECTIVE_KINDS = ("all_gather", "all_reduce", "reduce_scatter", "all_to_all")
+COLLECTIVE_KINDS = KINDS[:4]
+"""The collectives a plan may use (``all_gather``, ``all_reduce``, ``reduce_scatter``, ``all_to_all``)."""
 LOCAL_KINDS = ("chunk", "partition")
 
 _R = Replicate()
@@ -74,26 +76,34 @@ _R = Replicate()
 class Step:
     """One collective (or local op) on one mesh dim, or one merged collective on several.
 
-    ``placements`` and ``shard_order`` give the state after the step (the
-    shard order leaves out mesh dims of size 1, which never split anything).
+    ``before`` and ``after`` are the full specs of the array before and after
+    the step: the first step's ``before`` is the source spec and the last
+    step's ``after`` the target spec, so a plan's specs chain.
 
     Example:
-        >>> s = Step("all_gather", (0,), Shard(0), Replicate(), (Replicate(),), ())
-        >>> s.mesh_dim, s.is_collective, str(s)
-        (0, True, 'all_gather S(0)->R on mesh dim 0')
+        >>> from dtensor_np import DeviceMesh, DTensorSpec, TensorMeta
+        >>> src = DTensorSpec(DeviceMesh((2,)), (Shard(0),), TensorMeta((5,), "f4"))
+        >>> (s,) = plan_redistribute(src, src.with_placements((Replicate(),)))
+        >>> s.mesh_dim, s.is_collective, str(s), str(s.before), str(s.after)
+        (0, True, 'all_gather S(0)->R on mesh dim 0', 'S(0)', 'R')
     """
 
     kind: str
     mesh_dims: tuple[int, ...]
     src: Placement
     dst: Placement
-    placements: tuple[Placement, ...]
-    shard_order: ShardOrder
+    before: DTensorSpec
+    after: DTensorSpec
 
     @property
     def mesh_dim(self) -> Union[int, tuple[int, ...]]:
         """The mesh dim of the step, or the tuple of mesh dims of a merged collective."""
         return self.mesh_dims[0] if len(self.mesh_dims) == 1 else self.mesh_dims
+
+    @property
+    def placements(self) -> tuple[Placement, ...]:
+        """The placements after the step."""
+        return self.after.placements
 
     @property
     def is_collective(self) -> bool:
@@ -293,7 +303,7 @@ def _plan_cached(src: DTensorSpec, dst: DTensorSpec, model: CostModel) -> tuple[
     start, goal = _search_state(src), _search_state(dst)
     mesh_shape = src.mesh.shape
     ndim = src.tensor_meta.ndim  # type: ignore[union-attr]
-    nbytes = max(1, _numel(src.tensor_meta.shape)) * src.tensor_meta.dtype.itemsize  # type: ignore[union-attr]
+    nbytes = max(1, product(src.tensor_meta.shape)) * src.tensor_meta.dtype.itemsize  # type: ignore[union-attr]
     bound = greedy_collectives(src, dst) if _greedy_applies(src, dst) else None
 
     # Dijkstra over (state, collectives used), capped by the greedy count.
@@ -323,23 +333,20 @@ def _plan_cached(src: DTensorSpec, dst: DTensorSpec, model: CostModel) -> tuple[
     return _materialize(path, src, dst)
 
 
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 def _materialize(path: tuple, src: DTensorSpec, dst: DTensorSpec) -> tuple[Step, ...]:
-    """Search moves to steps that carry the full placements after each step."""
+    """Search moves to steps that carry the full spec before and after each step."""
     steps = []
     full = list(src.placements)
+    before = src
     for i, (kind, dims, a, b, nxt) in enumerate(path):
         for m in dims:
             full[m] = b
-        if i == len(path) - 1:  # size-1 mesh dims take their target placement at the end
-            full = [dst.placements[m] if p is None else full[m] for m, p in enumerate(nxt[0])]
-        steps.append(Step(kind, tuple(dims), a, b, tuple(full), nxt[1]))
+        if i == len(path) - 1:  # the target, with size-1 mesh dims as it has them
+            after = dst
+        else:
+            after = _spec_after(tuple(full), nxt[1], src)
+        steps.append(Step(kind, tuple(dims), a, b, before, after))
+        before = after
     return tuple(steps)
 
 
@@ -354,18 +361,7 @@ def explain(plan: tuple[Step, ...], src_spec: DTensorSpec) -> str:
     A state whose shard order is not the default (outer mesh dim first) shows
     its order, e.g. ``S(0)S(0)[order 0:[1, 0]]``.
     """
-    texts = [str(src_spec)]
-    for step in plan:
-        text = placements_str(step.placements)
-        trivial = [m for m, size in enumerate(src_spec.mesh.shape) if size == 1]
-        default = tuple(
-            (d, tuple(m for m in ms if m not in trivial)) for d, ms in default_shard_order(step.placements)
-        )
-        default = tuple((d, ms) for d, ms in default if ms)
-        if step.shard_order != default:
-            text += "[order " + ",".join(f"{d}:{list(ms)}" for d, ms in step.shard_order) + "]"
-        texts.append(text)
-    return "->".join(texts)
+    return "->".join([str(src_spec)] + [str(step.after) for step in plan])
 
 
 # --------------------------------------------------------------------------
@@ -432,125 +428,102 @@ def count_collectives_greedy(steps: tuple[tuple[int, Placement, Placement], ...]
 # --------------------------------------------------------------------------
 # pure per-step information for executors and graph lowering
 # --------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class PlannedStep:
-    """One step of a plan with the full spec of the array before and after it.
-
-    ``before`` of the first step is the source spec and ``after`` of the last
-    is the target spec (with the source's tensor meta), so the specs chain.
-
-    Example:
-        >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
-        >>> src = DTensorSpec(DeviceMesh((2,)), (Shard(0),), TensorMeta((5,), "f4"))
-        >>> (p,) = plan_specs(src, src.with_placements((Replicate(),)))
-        >>> p.step.kind, str(p.before), str(p.after)
-        ('all_gather', 'S(0)', 'R')
-    """
-
-    step: Step
-    before: DTensorSpec
-    after: DTensorSpec
-
-
-def _spec_after(step: Step, src: DTensorSpec) -> DTensorSpec:
-    """The full spec of the state after ``step`` (size-1 mesh dims put back into the shard order)."""
+def _spec_after(placements: tuple[Placement, ...], live_order: ShardOrder, src: DTensorSpec) -> DTensorSpec:
+    """The full spec of a search state (size-1 mesh dims put back into the shard order, outermost)."""
     mesh = src.mesh
     trivial = [m for m, size in enumerate(mesh.shape) if size == 1]
-    live = dict(step.shard_order)
+    live = dict(live_order)
     order: dict[int, tuple[int, ...]] = {}
     for d in range(src.ndim):
-        ones = tuple(m for m in trivial if step.placements[m].is_shard(d))
+        ones = tuple(m for m in trivial if placements[m].is_shard(d))
         order[d] = ones + live.get(d, ())
-    default = default_shard_order(step.placements)
-    nontrivial_default = tuple(
-        (d, tuple(m for m in ms if m not in trivial)) for d, ms in default
-    )
-    if tuple((d, ms) for d, ms in nontrivial_default if ms) == tuple(step.shard_order):
-        return DTensorSpec(mesh, step.placements, src.tensor_meta)
-    return DTensorSpec(mesh, step.placements, src.tensor_meta, _freeze(order))
+    default = default_shard_order(placements)
+    nontrivial_default = tuple((d, tuple(m for m in ms if m not in trivial)) for d, ms in default)
+    if tuple((d, ms) for d, ms in nontrivial_default if ms) == tuple(live_order):
+        return DTensorSpec(mesh, placements, src.tensor_meta)
+    return DTensorSpec(mesh, placements, src.tensor_meta, _freeze(order))
 
 
-def plan_specs(
-    src_spec: DTensorSpec, dst_spec: DTensorSpec, cost_model: Optional[CostModel] = None
-) -> tuple[PlannedStep, ...]:
-    """:func:`plan_redistribute` with the spec before and after every step (pure, no rank involved).
+@dataclass(frozen=True, slots=True)
+class CollectiveCall:
+    """The backend call that runs one collective step: kind, rank groups, and its static arguments.
 
-    Empty when the plan is empty.  The last ``after`` is ``dst_spec`` itself
-    (given the source's tensor meta when it has none).
-    """
-    plan = plan_redistribute(src_spec, dst_spec, cost_model)
-    dst = _to_dst_meta(src_spec, dst_spec)
-    out = []
-    before = src_spec
-    for i, step in enumerate(plan):
-        after = dst if i == len(plan) - 1 else _spec_after(step, src_spec)
-        out.append(PlannedStep(step, before, after))
-        before = after
-    return tuple(out)
-
-
-def collective_arguments(planned: PlannedStep) -> dict[str, Any]:
-    """The keyword arguments of the backend call that runs a collective step, for every world rank.
-
-    ``groups`` (``mesh.groups(step.mesh_dims)``), and by kind: all_gather
-    ``axis``, ``in_sizes``; all_reduce ``op``; reduce_scatter ``op``,
-    ``axis``, ``out_sizes``; all_to_all ``split_axis``, ``concat_axis``,
-    ``in_sizes``, ``out_sizes``.  Sizes map every world rank to its length
-    along the axis (``torch.chunk`` sizes, nested in shard order), the same
-    numbers the redistribute executor passes.
+    ``op`` for reductions; ``axis`` for all_gather and reduce_scatter;
+    ``split_axis``/``concat_axis`` for all_to_all; ``in_sizes``/``out_sizes``
+    every world rank's length along those axes (None: the backend splits
+    evenly).  ``mesh_dims`` are the mesh dims the groups run along.
+    :meth:`arguments` gives the keyword arguments of the backend's method.
 
     Example:
-        >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
+        >>> from dtensor_np import DeviceMesh, DTensorSpec, TensorMeta
         >>> src = DTensorSpec(DeviceMesh((2,)), (Shard(0),), TensorMeta((5,), "f4"))
-        >>> collective_arguments(plan_specs(src, src.with_placements((Replicate(),)))[0])
-        {'groups': ((0, 1),), 'axis': 0, 'in_sizes': {0: 3, 1: 2}}
+        >>> call = collective_call(plan_redistribute(src, src.with_placements((Replicate(),)))[0])
+        >>> call.kind, call.groups, call.arguments()
+        ('all_gather', ((0, 1),), {'axis': 0, 'in_sizes': {0: 3, 1: 2}})
     """
-    step, before, after = planned.step, planned.before, planned.after
+
+    kind: str
+    groups: Groups
+    mesh_dims: tuple[int, ...]
+    op: Optional[str] = None
+    axis: Optional[int] = None
+    split_axis: Optional[int] = None
+    concat_axis: Optional[int] = None
+    in_sizes: Optional[tuple[int, ...]] = None
+    out_sizes: Optional[tuple[int, ...]] = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in COLLECTIVE_KINDS:
+            raise ShardingError(f"a collective's kind must be one of {COLLECTIVE_KINDS}, got {self.kind!r}")
+
+    def arguments(self) -> dict[str, Any]:
+        """The keyword arguments of the backend method (and ``prepare``) that runs this call."""
+        def sizes(values: Optional[tuple[int, ...]]) -> Optional[dict[int, int]]:
+            return None if values is None else dict(enumerate(values))
+
+        if self.kind == "all_gather":
+            return {"axis": self.axis, "in_sizes": sizes(self.in_sizes)}
+        if self.kind == "reduce_scatter":
+            return {"op": self.op, "axis": self.axis, "out_sizes": sizes(self.out_sizes)}
+        if self.kind == "all_reduce":
+            return {"op": self.op}
+        return {"split_axis": self.split_axis, "concat_axis": self.concat_axis,
+                "in_sizes": sizes(self.in_sizes), "out_sizes": sizes(self.out_sizes)}
+
+    def out_shape(self, rank: int, shape: tuple[int, ...], world_size: int) -> tuple[int, ...]:
+        """The shape ``rank`` gets from its input of ``shape`` (the collective's own arithmetic)."""
+        layout = group_layout(self.groups, world_size)
+        group = layout.group_of(rank)
+        op = OPS[self.kind].parse(len(shape), group, **self.arguments())
+        return op.out_shape(tuple(shape), layout.position[rank], len(group))
+
+
+def collective_call(step: Step) -> CollectiveCall:
+    """The backend call that runs a collective step (sizes from the specs before and after it).
+
+    Sizes map every world rank to its length along the axis (``torch.chunk``
+    sizes, nested in shard order); the redistribute executor, the lowering pass
+    and ``plan_view`` all call the collective with these.
+    """
     if not step.is_collective:
         raise ShardingError(f"{step} is a local step, not a collective")
+    before, after = step.before, step.after
     ranks = before.mesh.all_ranks
-    return step_arguments(
-        step,
-        before.mesh,
-        {r: before.local_shape_of_rank(r) for r in ranks},
-        {r: after.local_shape_of_rank(r) for r in ranks},
-    )
 
+    def sizes(spec: DTensorSpec, axis: int) -> tuple[int, ...]:
+        return tuple(spec.local_shape_of_rank(r)[axis] for r in ranks)
 
-def step_arguments(
-    step: Step, mesh: DeviceMesh, shapes_before: Mapping[int, tuple[int, ...]], shapes_after: Mapping[int, tuple[int, ...]]
-) -> dict[str, Any]:
-    """The backend keyword arguments of collective ``step``, given every rank's local shape before and after it.
-
-    What :func:`collective_arguments` returns, for callers that already hold
-    the local shapes (the redistribute executor).
-
-    Example:
-        >>> from dtensor_np import DeviceMesh, Shard, Replicate
-        >>> step = Step("all_gather", (0,), Shard(0), Replicate(), (Replicate(),), ())
-        >>> step_arguments(step, DeviceMesh((2,)), {0: (3,), 1: (2,)}, {0: (5,), 1: (5,)})
-        {'groups': ((0, 1),), 'axis': 0, 'in_sizes': {0: 3, 1: 2}}
-    """
-    args: dict[str, Any] = {"groups": mesh.groups(step.mesh_dims)}
-
-    def sizes(shapes: Mapping[int, tuple[int, ...]], axis: int) -> dict[int, int]:
-        return {r: shape[axis] for r, shape in shapes.items()}
-
+    groups = before.mesh.groups(step.mesh_dims)
     kind = step.kind
     if kind == "all_gather":
         axis = step.src.dim  # type: ignore[union-attr]
-        args.update(axis=axis, in_sizes=sizes(shapes_before, axis))
-    elif kind == "all_reduce":
-        args.update(op=step.src.reduce_op)  # type: ignore[union-attr]
-    elif kind == "reduce_scatter":
+        return CollectiveCall(kind, groups, step.mesh_dims, axis=axis, in_sizes=sizes(before, axis))
+    if kind == "all_reduce":
+        return CollectiveCall(kind, groups, step.mesh_dims, op=step.src.reduce_op)  # type: ignore[union-attr]
+    if kind == "reduce_scatter":
         axis = step.dst.dim  # type: ignore[union-attr]
-        args.update(op=step.src.reduce_op, axis=axis, out_sizes=sizes(shapes_after, axis))  # type: ignore[union-attr]
-    else:  # all_to_all: S(concat) -> S(split)
-        concat_axis, split_axis = step.src.dim, step.dst.dim  # type: ignore[union-attr]
-        args.update(
-            split_axis=split_axis,
-            concat_axis=concat_axis,
-            in_sizes=sizes(shapes_before, concat_axis),
-            out_sizes=sizes(shapes_after, split_axis),
-        )
-    return args
+        return CollectiveCall(kind, groups, step.mesh_dims, op=step.src.reduce_op, axis=axis,  # type: ignore[union-attr]
+                              out_sizes=sizes(after, axis))
+    concat_axis, split_axis = step.src.dim, step.dst.dim  # type: ignore[union-attr]  # all_to_all: S(concat) -> S(split)
+    return CollectiveCall(kind, groups, step.mesh_dims, split_axis=split_axis, concat_axis=concat_axis,
+                          in_sizes=sizes(before, concat_axis), out_sizes=sizes(after, split_axis))

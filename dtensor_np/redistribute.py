@@ -1,28 +1,22 @@
-"""Running a redistribute plan on local shards through a collectives backend.
+"""Running a redistribute plan on local shards: one compiled runner per pair of specs.
 
-A plan (pure steps, see :mod:`dtensor_np.planner`) is compiled once per
-(source spec, target spec, ranks held here) into a list of small operations
-with every size precomputed from the specs: uneven shards are gathered,
-scattered and exchanged with per-rank counts (no padding), and no per-call
-work grows with the number of steps' metadata.
-
-Under MPI (one rank per process) the plan is compiled further, once per
-(source spec, target spec, backend), into one function on this rank's array
-(``local``): per step, a collective prepared by the backend
-(``MpiBackend.prepare_all_gather`` and friends: communicator, counts, datatype
-and output shape fixed, one mpi4py call per use into the output buffer) or a
-local slice copy.  :func:`lookup_redistribute` caches, per (spec, placements,
-shard order), the target spec and that function, so a repeated
-``DTensor.redistribute`` costs a lookup of well under a microsecond (by spec
-identity, without hashing) before it communicates.
+:func:`redistributor` compiles the plan from one spec to another (pure steps,
+see :mod:`dtensor_np.planner`) into one function on the shards this process
+holds: per collective step, the backend's prepared collective
+(``backend.prepare``: communicator, counts, datatype and output shape fixed,
+one MPI call per use into its output buffer); per local step, the
+:func:`local_step` of every rank held.  Both backends take the same path, and
+the runner is cached on the two specs, which are interned, so one cache serves
+``DTensor.redistribute``, the op dispatcher and the graph interpreter.
+:func:`redistribution` adds the target spec for ``DTensor.redistribute``'s
+arguments, so a repeated call costs one cached lookup before it communicates.
 
 Example:
-    >>> import numpy as np, collectives
+    >>> import numpy as np
     >>> from dtensor_np import DeviceMesh, DTensorSpec, TensorMeta, Shard, Replicate
     >>> mesh = DeviceMesh((2,))
     >>> src = DTensorSpec(mesh, (Shard(0),), TensorMeta((3,), "int64"))
-    >>> out = redistribute_shards({0: np.array([0, 1]), 1: np.array([2])}, src,
-    ...                           src.with_placements((Replicate(),)), collectives.SimulatedBackend(2))
+    >>> out = redistributor(src, src.with_placements((Replicate(),)))({0: np.array([0, 1]), 1: np.array([2])})
     >>> out[1].tolist()
     [0, 1, 2]
 """
@@ -34,300 +28,187 @@ from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
-from .placements import Replicate
-from .planner import Step, plan_redistribute, step_arguments
-from .spec import DTensorSpec, ShardOrder, _local_block
+from collectives import Array, allocator, array_module
 
-__all__ = ["redistribute_shards", "compile_redistribute", "lookup_redistribute", "lookup_full_tensor", "runner_for"]
+from .placements import Partial, Placement, Replicate
+from .planner import Step, collective_call, plan_redistribute
+from .runtime import backend_for
+from .spec import DTensorSpec, ShardOrder
+
+__all__ = ["LocalStepFn", "local_step", "redistribute_shards", "redistribution", "redistributor", "full_replicator"]
 
 Shards = dict[int, Any]
-Operation = Callable[[Any, Shards], Shards]
 Runner = Callable[[Mapping[int, Any]], Shards]
 
 
-def redistribute_shards(shards: Mapping[int, Any], src: DTensorSpec, dst: DTensorSpec, backend: Any) -> Shards:
-    """Move local shards from ``src`` placements to ``dst`` placements; returns new shards."""
-    if src == dst:
-        return dict(shards)
-    if backend.name == "mpi" and hasattr(backend, "prepare_all_gather"):
-        rank, local = _mpi_local(src, dst, backend)
-        return {rank: local(shards[rank])}
-    out = dict(shards)
-    for operation in compile_redistribute(src, dst, backend.ranks):
-        out = operation(backend, out)
-    return out
+# -- local steps -----------------------------------------------------------------------
 
 
-def runner_for(src: DTensorSpec, dst: DTensorSpec, backend: Any) -> Runner:
-    """A function from ``src`` shards to ``dst`` shards on ``backend`` (cached under MPI)."""
-    rank, local = local_runner_for(src, dst, backend)
-    if local is not None:
-        return lambda shards: {rank: local(shards[rank])}
-    operations = compile_redistribute(src, dst, backend.ranks)
+class LocalStepFn:
+    """A plan step that moves no data (``chunk``: R -> S keeps this rank's piece; ``partition``: R -> P).
 
-    def run(shards: Mapping[int, Any]) -> Shards:
-        out = dict(shards)
-        for operation in operations:
-            out = operation(backend, out)
-        return out
-
-    return run
-
-
-def local_runner_for(src: DTensorSpec, dst: DTensorSpec, backend: Any) -> tuple[Optional[int], Optional[Callable[[Any], Any]]]:
-    """``(rank, local)`` under MPI: ``local(array)`` is this rank's new array (cached); else ``(None, None)``."""
-    if backend.name == "mpi" and hasattr(backend, "prepare_all_gather"):
-        return _mpi_local(src, dst, backend)
-    return None, None
-
-
-# -- DTensor's cached entry points ---------------------------------------------------------
-
-_LOOKUP_LIMIT = 4096
-# (spec, placements, shard order) -> (target, run, rank, local); see lookup_redistribute
-_LOOKUP: dict[tuple[Any, ...], tuple[DTensorSpec, Optional[Runner], Optional[int], Optional[Callable[[Any], Any]]]] = {}
-# id(spec) -> (spec, [(placements, shard order, entry), ...]): the entries a spec object used lately,
-# found by identity and tuple equality, without calling the Python-level hashes of specs and placements
-# (DTensor.redistribute looks here first).  The spec is held, so its id is not reused meanwhile.
-_RECENT: dict[int, tuple[DTensorSpec, list[tuple[tuple[Any, ...], Any, tuple[Any, ...]]]]] = {}
-_RECENT_PER_SPEC = 8
-# spec -> (run, rank, local) towards all-Replicate; see lookup_full_tensor
-_FULL: dict[DTensorSpec, tuple[Optional[Runner], Optional[int], Optional[Callable[[Any], Any]]]] = {}
-
-
-def lookup_redistribute(
-    spec: DTensorSpec, placements: Any, shard_order: Optional[ShardOrder] = None
-) -> tuple[DTensorSpec, Optional[Runner], Optional[int], Optional[Callable[[Any], Any]]]:
-    """``(target, run, rank, local)`` for redistributing ``spec`` to ``placements``, cached.
-
-    ``target`` is the new spec; ``run(shards)`` returns the new shards, and is
-    None when nothing moves (``target == spec``).  Under MPI, ``rank`` is this
-    process's rank and ``local(array)`` this rank's new array (what ``run``
-    wraps in a dict); otherwise both are None.  Cached per (spec, placements,
-    shard order): a repeated call is one dict lookup.
+    ``for_rank(rank)`` is the step as a function of that rank's array, worked
+    out once; calling ``step(rank, x)`` does the same.  A chunk is a
+    C-contiguous copy (into a recycled buffer when large), never a view of its
+    input.  A partition divides a ``sum`` by the group size for inexact dtypes
+    and keeps integers on the group's first rank (zeros elsewhere); other ops
+    keep every value.
 
     Example:
         >>> from dtensor_np import DeviceMesh, DTensorSpec, TensorMeta, Shard, Replicate
-        >>> spec = DTensorSpec(DeviceMesh((2,)), (Shard(0),), TensorMeta((4,), "float32"))
-        >>> target, run, rank, local = lookup_redistribute(spec, [Replicate()])
-        >>> str(target), lookup_redistribute(spec, [Shard(0)])[1] is None
-        ('R', True)
+        >>> src = DTensorSpec(DeviceMesh((2,)), (Replicate(),), TensorMeta((5,), "f8"))
+        >>> (step,) = plan_redistribute(src, src.with_placements((Shard(0),)))
+        >>> local_step(step)(1, np.arange(5.0)).tolist()
+        [3.0, 4.0]
     """
-    cls = placements.__class__
-    if cls is not tuple:
-        if cls is not list and not isinstance(placements, (list, tuple)):
-            raise TypeError(f"placements must be a list or tuple of placements, got {placements!r}")
-        placements = tuple(placements)
-    # What DTensor.redistribute does inline: this spec object's recent entries, no hashing.
-    recent = _RECENT.get(id(spec))
-    if recent is not None and recent[0] is spec:
-        for known, order, found in recent[1]:
-            if known == placements and order == shard_order:
-                return found
-    key = (spec, placements, shard_order)
-    entry = _LOOKUP.get(key)
-    if entry is None:
-        entry = _new_entry(spec, placements, shard_order)
-        if len(_LOOKUP) >= _LOOKUP_LIMIT:
-            _LOOKUP.clear()
-        _LOOKUP[key] = entry
-    if recent is None or recent[0] is not spec:
-        if len(_RECENT) >= _LOOKUP_LIMIT:
-            _RECENT.clear()
-        recent = _RECENT[id(spec)] = (spec, [])
-    entries = recent[1]
-    if len(entries) >= _RECENT_PER_SPEC:
-        del entries[0]
-    entries.append((placements, shard_order, entry))
-    return entry
 
+    __slots__ = ("step", "_by_rank")
 
-def _new_entry(spec: DTensorSpec, placements: tuple[Any, ...], shard_order: Optional[ShardOrder]):
-    from .runtime import backend_for
+    def __init__(self, step: Step) -> None:
+        if step.kind not in ("chunk", "partition"):
+            raise ValueError(f"{step} is not a local step")
+        self.step = step
+        self._by_rank: dict[int, Callable[[Array], Array]] = {}
 
-    target = DTensorSpec(spec.mesh, placements, spec.tensor_meta, shard_order)
-    if target == spec:
-        return spec, None, None, None
-    backend = backend_for(spec.mesh)
-    rank, local = local_runner_for(spec, target, backend)
-    return target, runner_for(spec, target, backend), rank, local
+    def __call__(self, rank: int, x: Array) -> Array:
+        return self.for_rank(rank)(x)
 
+    def for_rank(self, rank: int) -> Callable[[Array], Array]:
+        """The step on ``rank``'s array."""
+        found = self._by_rank.get(rank)
+        if found is None:
+            found = self._by_rank[rank] = self._build(rank)
+        return found
 
-def lookup_full_tensor(spec: DTensorSpec) -> tuple[Optional[Runner], Optional[int], Optional[Callable[[Any], Any]]]:
-    """``(run, rank, local)`` from ``spec`` to all-``Replicate`` (run None when already replicated); cached.
-
-    Like :func:`lookup_redistribute`: ``local(array)`` is this rank's whole
-    array under MPI (rank and local None otherwise).
-    """
-    try:
-        return _FULL[spec]
-    except KeyError:
-        pass
-    from .runtime import backend_for
-
-    target = DTensorSpec(spec.mesh, (Replicate(),) * spec.mesh.ndim, spec.tensor_meta)
-    if target == spec:
-        entry: tuple[Any, Any, Any] = (None, None, None)
-    else:
-        backend = backend_for(spec.mesh)
-        rank, local = local_runner_for(spec, target, backend)
-        entry = (runner_for(spec, target, backend), rank, local)
-    if len(_FULL) >= _LOOKUP_LIMIT:
-        _FULL.clear()
-    _FULL[spec] = entry
-    return entry
+    def _build(self, rank: int) -> Callable[[Array], Array]:
+        step = self.step
+        if step.kind == "chunk":
+            return _chunk(step.before, step.after, rank)
+        return _partition(step.dst, step.mesh_dims, step.before.mesh.coordinate_of(rank),  # type: ignore[arg-type]
+                          step.before.mesh.shape)
 
 
 @lru_cache(maxsize=4096)
-def compile_redistribute(src: DTensorSpec, dst: DTensorSpec, ranks: tuple[int, ...]) -> tuple[Operation, ...]:
-    """The plan from ``src`` to ``dst`` as operations on the shards of ``ranks``; cached on pure values."""
-    mesh = src.mesh
-    coords, walk = _walk(src, dst)
-    return tuple(_operation(step, mesh, before, after, coords, ranks) for step, before, after in walk)
+def local_step(step: Step) -> LocalStepFn:
+    """The :class:`LocalStepFn` of a ``chunk`` or ``partition`` step (cached on the step, a pure value)."""
+    return LocalStepFn(step)
 
 
-Blocks = dict[int, tuple[tuple[int, ...], tuple[int, ...]]]
-
-
-def _walk(src: DTensorSpec, dst: DTensorSpec) -> tuple[dict[int, tuple[int, ...]], list[tuple[Step, Blocks, Blocks]]]:
-    """Every rank's coordinate, and every step of the plan with every rank's block before and after it."""
-    plan = plan_redistribute(src, dst)
-    mesh = src.mesh
-    shape = src.shape
-    world = mesh.all_ranks
-    coords = {r: mesh.coordinate_of(r) for r in world}
-    trivial = {m for m, s in enumerate(mesh.shape) if s == 1}
-    order: ShardOrder = tuple(
-        (d, tuple(m for m in ms if m not in trivial)) for d, ms in src.shard_order  # type: ignore[union-attr]
-    )
-    order = tuple((d, ms) for d, ms in order if ms)
-
-    def blocks(order: ShardOrder) -> Blocks:
-        return {r: _local_block(shape, mesh.shape, order, coords[r]) for r in world}
-
-    walk = []
-    before = blocks(order)
-    for step in plan:
-        after = blocks(step.shard_order)
-        walk.append((step, before, after))
-        before = after
-    return coords, walk
-
-
-@lru_cache(maxsize=1024)
-def _mpi_local(src: DTensorSpec, dst: DTensorSpec, backend: Any) -> tuple[int, Callable[[Any], Any]]:
-    """``(rank, local)``: the plan as one function on this rank's array, collectives prepared by ``backend``."""
-    (rank,) = backend.ranks
-    mesh = src.mesh
-    dtype = src.dtype
-    coords, walk = _walk(src, dst)
-    steps = [_mpi_step(step, mesh, before, after, coords, rank, backend, dtype) for step, before, after in walk]
-    if not steps:
-        return rank, lambda x: x
-    if len(steps) == 1:
-        return rank, steps[0]
-    if len(steps) == 2:
-        first, second = steps
-        return rank, lambda x: second(first(x))
-
-    def run(x: Any) -> Any:
-        for step in steps:
-            x = step(x)
-        return x
-
-    return rank, run
-
-
-def _arguments(step: Step, mesh, before: Blocks, after: Blocks) -> dict[str, Any]:
-    """The backend's keyword arguments for a collective step: groups, axes, op, every rank's sizes."""
-    return step_arguments(step, mesh, {r: b[0] for r, b in before.items()}, {r: a[0] for r, a in after.items()})
-
-
-def _mpi_step(step: Step, mesh, before: Blocks, after: Blocks, coords, rank: int, backend: Any, dtype) -> Callable[[Any], Any]:
-    """One step of the plan for this rank's array (a prepared collective or a local op)."""
-    kind = step.kind
-    shape = before[rank][0]
-    if step.is_collective:
-        prepare = getattr(backend, f"prepare_{kind}")
-        return prepare(shape=shape, dtype=dtype, **_arguments(step, mesh, before, after)).run
-    if kind == "chunk":
-        return _chunk(shape, _relative_slice(before[rank], after[rank]), after[rank][0], dtype)
-    if kind == "partition":
-        operation = _partition(step, mesh, coords, (rank,))
-        return lambda x: operation(backend, {rank: x})[rank]
-    raise AssertionError(f"unknown step kind {kind}")  # pragma: no cover
-
-
-def _chunk(shape: tuple[int, ...], index: tuple[slice, ...], out_shape: tuple[int, ...], dtype) -> Callable[[Any], Any]:
-    """This rank's piece of its array: one C-contiguous copy (into a recycled buffer when large)."""
-    from collectives.buffers import allocator
-
-    # Trailing whole dims need no index; a single leading slice indexes fastest.
-    index_list = list(index)
-    while index_list and index_list[-1] == slice(0, shape[len(index_list) - 1]):
-        index_list.pop()
-    key: Any = index_list[0] if len(index_list) == 1 else tuple(index_list)
+def _chunk(before: DTensorSpec, after: DTensorSpec, rank: int) -> Callable[[Array], Array]:
+    """This rank's piece of its block: one C-contiguous copy."""
+    shape, start_before = before.local_block(rank)
+    out_shape, start_after = after.local_block(rank)
+    index = [slice(a - b, a - b + n) for a, b, n in zip(start_after, start_before, out_shape)]
+    while index and index[-1] == slice(0, shape[len(index) - 1]):  # trailing whole dims need no index
+        index.pop()
+    key: Any = index[0] if len(index) == 1 else tuple(index)  # a single leading slice indexes fastest
+    dtype = before.dtype
     take = allocator(out_shape, dtype)
-    ndarray = np.ndarray
     if take is None:
-        def copy(x: Any) -> Any:
-            return x[key].copy()
+        return lambda x: x[key].copy()
+    ndarray, copyto = np.ndarray, np.copyto
 
-        return copy
-    copyto = np.copyto
-
-    def run(x: Any) -> Any:
+    def copy(x: Array) -> Array:
         if x.__class__ is not ndarray or x.shape != shape or x.dtype != dtype:
             return x[key].copy()
         out = take()
         copyto(out, x[key])
         return out
 
-    return run
+    return copy
 
 
-def _operation(step: Step, mesh, before, after, coords, ranks) -> Operation:
-    kind = step.kind
-    if step.is_collective:
-        args = _arguments(step, mesh, before, after)
-        return lambda backend, shards: getattr(backend, kind)(shards, check=False, **args)
-    if kind == "chunk":
-        slices = {r: _relative_slice(before[r], after[r]) for r in ranks}
-        return lambda backend, shards: {r: _contiguous(x[slices[r]]) for r, x in shards.items()}
-    if kind == "partition":
-        return _partition(step, mesh, coords, ranks)
-    raise AssertionError(f"unknown step kind {kind}")  # pragma: no cover
-
-
-def _relative_slice(before, after) -> tuple[slice, ...]:
-    (_, start_before), (shape_after, start_after) = before, after
-    return tuple(slice(a - b, a - b + n) for a, b, n in zip(start_after, start_before, shape_after))
-
-
-def _contiguous(x: Any) -> Any:
-    """A C-contiguous copy, so a chunk never aliases the array it came from."""
-    return x.copy(order="C")
-
-
-def _partition(step: Step, mesh, coords, ranks) -> Operation:
-    """R -> P(op), locally: sum divides by the group size (integers stay on the first rank); others keep."""
-    op = step.dst.reduce_op  # type: ignore[union-attr]
-    dims = step.mesh_dims
+def _partition(target: Partial, mesh_dims: tuple[int, ...], coordinate: tuple[int, ...],
+               mesh_shape: tuple[int, ...]) -> Callable[[Array], Array]:
+    """R -> P(op) on one rank (see :class:`LocalStepFn`)."""
+    if target.reduce_op != "sum":
+        return lambda x: x
     group = 1
-    for m in dims:
-        group *= mesh.shape[m]
-    first = {r: all(coords[r][m] == 0 for m in dims) for r in ranks}
+    for m in mesh_dims:
+        group *= mesh_shape[m]
+    first = all(coordinate[m] == 0 for m in mesh_dims)
 
-    def run(backend, shards: Shards) -> Shards:
-        if op != "sum":
-            return dict(shards)
-        out = {}
-        for r, x in shards.items():
-            if x.dtype.kind in "fc":
-                out[r] = x / x.dtype.type(group)
-            else:
-                out[r] = x.copy() if first[r] else np.zeros_like(x)
-        return out
+    def partition(x: Array) -> Array:
+        if x.dtype.kind in "fc":
+            return array_module(x).true_divide(x, x.dtype.type(group), out=array_module(x).empty_like(x))
+        return x.copy() if first else array_module(x).zeros_like(x)
+
+    return partition
+
+
+# -- whole plans ---------------------------------------------------------------------------
+
+
+def _step_runner(step: Step, backend: Any) -> Runner:
+    """One step on the shards of the ranks ``backend`` holds."""
+    ranks = backend.ranks
+    if step.is_collective:
+        call = collective_call(step)
+        shapes = {r: step.before.local_shape_of_rank(r) for r in ranks}
+        return backend.prepare(call.kind, call.groups, shapes, step.before.dtype, **call.arguments()).run
+    local = local_step(step)
+    if len(ranks) == 1:  # one rank held (MPI): no per-rank loop
+        (rank,) = ranks
+        only = local.for_rank(rank)
+        return lambda shards: {rank: only(shards[rank])}
+    per_rank = {r: local.for_rank(r) for r in ranks}
+    return lambda shards: {r: f(shards[r]) for r, f in per_rank.items()}
+
+
+@lru_cache(maxsize=4096)
+def redistributor(src: DTensorSpec, dst: DTensorSpec) -> Optional[Runner]:
+    """``run(shards) -> shards`` moving an array from ``src`` to ``dst`` on its mesh's backend; cached.
+
+    None when nothing moves (``dst`` is ``src``).  The shards are those of the
+    ranks this process holds; the result is a new dict of new arrays, except
+    where only size-1 mesh dims differ (then the arrays are the same: values
+    are never written in place).
+    """
+    if src is dst:
+        return None
+    plan = plan_redistribute(src, dst)
+    backend = backend_for(src.mesh)
+    runs = [_step_runner(step, backend) for step in plan]
+    if not runs:
+        return dict
+    if len(runs) == 1:
+        return runs[0]
+    if len(runs) == 2:
+        first, second = runs
+        return lambda shards: second(first(shards))
+
+    def run(shards: Mapping[int, Any]) -> Shards:
+        for step in runs:
+            shards = step(shards)
+        return dict(shards)
 
     return run
 
+
+def redistribute_shards(shards: Mapping[int, Any], src: DTensorSpec, dst: DTensorSpec) -> Shards:
+    """Move local shards from ``src`` placements to ``dst`` placements; returns new shards."""
+    run = redistributor(src, dst)
+    return dict(shards) if run is None else run(shards)
+
+
+@lru_cache(maxsize=4096)
+def redistribution(
+    spec: DTensorSpec, placements: tuple[Placement, ...], shard_order: Optional[ShardOrder] = None
+) -> tuple[DTensorSpec, Optional[Runner]]:
+    """``(target, run)`` for ``DTensor.redistribute(placements, shard_order=...)`` of an array with ``spec``; cached.
+
+    Example:
+        >>> from dtensor_np import DeviceMesh, DTensorSpec, TensorMeta, Shard, Replicate
+        >>> spec = DTensorSpec(DeviceMesh((2,)), (Shard(0),), TensorMeta((4,), "float32"))
+        >>> target, run = redistribution(spec, (Replicate(),))
+        >>> str(target), redistribution(spec, (Shard(0),))[1] is None
+        ('R', True)
+    """
+    target = DTensorSpec(spec.mesh, placements, spec.tensor_meta, shard_order)
+    return target, redistributor(spec, target)
+
+
+@lru_cache(maxsize=4096)
+def full_replicator(spec: DTensorSpec) -> Optional[Runner]:
+    """The runner from ``spec`` to all-``Replicate`` (what ``full_tensor`` runs); None when already replicated."""
+    return redistributor(spec, spec.with_placements((Replicate(),) * spec.mesh.ndim))

@@ -18,14 +18,16 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .chunking import chunk_size_and_offset
+from collectives import chunk_size_and_offset
+
 from .errors import ShardingError
+from .interning import Interned
 from .mesh import DeviceMesh
 from .placements import Partial, Placement, Replicate, Shard, check_placement, placements_str
 
@@ -109,9 +111,12 @@ def _normalize_placements(placements: Sequence[Any], mesh: DeviceMesh, ndim: Opt
     return tuple(fixed)
 
 
-@dataclass(frozen=True, slots=True)
-class DTensorSpec:
-    """Mesh, placements, global meta and shard order of a distributed array; frozen and hashable.
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
+class DTensorSpec(metaclass=Interned):
+    """Mesh, placements, global meta and shard order of a distributed array; frozen and interned.
+
+    Equal specs are one object (see :mod:`dtensor_np.interning`), so ``==`` and
+    ``hash`` are identity and a spec is a cheap dictionary key.
 
     Example:
         >>> from dtensor_np import DeviceMesh, Partial
@@ -124,7 +129,6 @@ class DTensorSpec:
     placements: tuple[Placement, ...]
     tensor_meta: Optional[TensorMeta] = None
     shard_order: Optional[ShardOrder] = None
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.mesh, DeviceMesh):
@@ -145,22 +149,12 @@ class DTensorSpec:
                     f"(expected the mesh dims {default} in some order)"
                 )
             object.__setattr__(self, "shard_order", order)
-        object.__setattr__(self, "_hash", hash((self.mesh, self.placements, self.tensor_meta, self.shard_order)))
 
-    def __hash__(self) -> int:
-        return self._hash
+    def _key(self) -> tuple[Any, ...]:
+        return (self.mesh, self.placements, self.tensor_meta, self.shard_order)
 
-    def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
-        if other.__class__ is not DTensorSpec:
-            return NotImplemented
-        return self._hash == other._hash and (  # type: ignore[attr-defined]
-            self.placements == other.placements  # type: ignore[attr-defined]
-            and self.tensor_meta == other.tensor_meta  # type: ignore[attr-defined]
-            and self.shard_order == other.shard_order  # type: ignore[attr-defined]
-            and self.mesh == other.mesh  # type: ignore[attr-defined]
-        )
+    def __reduce__(self) -> tuple[Any, ...]:
+        return DTensorSpec, self._key()
 
     # -- meta ------------------------------------------------------------
     def _meta(self) -> TensorMeta:
@@ -258,7 +252,28 @@ class DTensorSpec:
 
     def local_shape_of_rank(self, rank: int) -> tuple[int, ...]:
         """The local shape held by a global rank."""
-        return self.local_shape_and_offset(self.mesh.coordinate_of(rank))[0]
+        return self.local_block(rank)[0]
+
+    def local_block(self, rank: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``(shape, offset)`` of the block of the global array a global rank holds.
+
+        Example:
+            >>> from dtensor_np import DeviceMesh
+            >>> DTensorSpec(DeviceMesh((2,)), [Shard(0)], TensorMeta((5, 2), "f4")).local_block(1)
+            ((2, 2), (3, 0))
+        """
+        return _local_block(self.shape, self.mesh.shape, self.shard_order, self.mesh.coordinate_of(rank))
+
+    def local_index(self, rank: int) -> tuple[slice, ...]:
+        """The index of the global array that gives a rank's block (``full[spec.local_index(r)]``).
+
+        Example:
+            >>> from dtensor_np import DeviceMesh
+            >>> DTensorSpec(DeviceMesh((2,)), [Shard(1)], TensorMeta((2, 5), "f4")).local_index(1)
+            (slice(0, 2, None), slice(3, 5, None))
+        """
+        shape, offset = self.local_block(rank)
+        return tuple(slice(o, o + n) for o, n in zip(offset, shape))
 
     def with_placements(self, placements: Sequence[Placement], shard_order: Optional[ShardOrder] = None) -> "DTensorSpec":
         """The same array on other placements."""

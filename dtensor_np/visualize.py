@@ -27,7 +27,7 @@ import numpy as np
 
 from .placements import Partial
 from .planner import Step, explain, plan_redistribute
-from .spec import DTensorSpec, _local_block
+from .spec import DTensorSpec
 
 __all__ = ["visualize_sharding", "ShardingView", "plan_view", "PlanView", "sharding_table"]
 
@@ -53,12 +53,11 @@ def sharding_table(x: Any) -> list[dict[str, Any]]:
     spec = _spec_of(x)
     rows = []
     for rank in spec.mesh.all_ranks:
-        coord = spec.mesh.coordinate_of(rank)
-        shape, offset = _local_block(spec.shape, spec.mesh.shape, spec.shard_order, coord)
+        shape, offset = spec.local_block(rank)
         rows.append(
             {
                 "rank": rank,
-                "coordinate": coord,
+                "coordinate": spec.mesh.coordinate_of(rank),
                 "local_shape": shape,
                 "slice": "[" + ", ".join(f"{o}:{o + n}" for o, n in zip(offset, shape)) + "]",
             }
@@ -87,7 +86,7 @@ class ShardingView:
         blocks = {}
         row_cuts, col_cuts = {0, rows_n}, {0, cols_n}
         for rank in spec.mesh.all_ranks:
-            local, offset = _local_block(spec.shape, spec.mesh.shape, spec.shard_order, spec.mesh.coordinate_of(rank))
+            local, offset = spec.local_block(rank)
             local, offset = (tuple(local) + (1, 1))[:2], (tuple(offset) + (0, 0))[:2]
             if spec.ndim == 1:
                 local, offset = (local[0], 1), (offset[0], 0)
@@ -130,7 +129,7 @@ class ShardingView:
         return [
             r
             for r in spec.mesh.all_ranks
-            if 0 in _local_block(spec.shape, spec.mesh.shape, spec.shard_order, spec.mesh.coordinate_of(r))[0]
+            if 0 in spec.local_shape_of_rank(r)
             and 0 not in spec.shape
         ]
 
@@ -202,13 +201,11 @@ class PlanView:
     def rows(self) -> list[dict[str, Any]]:
         """One row per step: kind, mesh dims, and per-rank bytes sent and received."""
         out = []
-        spec = self.src
-        order = spec.shard_order
-        itemsize = spec.dtype.itemsize
-        mesh = spec.mesh
+        itemsize = self.src.dtype.itemsize
+        mesh = self.src.mesh
         for step in self.plan:
-            before = {r: _local_block(spec.shape, mesh.shape, _strip(order, mesh), mesh.coordinate_of(r))[0] for r in mesh.all_ranks}
-            after = {r: _local_block(spec.shape, mesh.shape, step.shard_order, mesh.coordinate_of(r))[0] for r in mesh.all_ranks}
+            before = {r: step.before.local_shape_of_rank(r) for r in mesh.all_ranks}
+            after = {r: step.after.local_shape_of_rank(r) for r in mesh.all_ranks}
             sent, received = {}, {}
             for group in mesh.groups(step.mesh_dims):
                 k = len(group)
@@ -226,7 +223,6 @@ class PlanView:
                     else:
                         sent[r] = received[r] = 0
             out.append({"step": str(step), "kind": step.kind, "mesh_dims": step.mesh_dims, "sent": sent, "received": received})
-            order = step.shard_order
         return out
 
     def __str__(self) -> str:
@@ -251,11 +247,6 @@ class PlanView:
                     f"<td>{_fmt(row['sent'][r])}</td><td>{_fmt(row['received'][r])}</td></tr>"
                 )
         return head + "".join(table) + "</table></div>"
-
-
-def _strip(order, mesh):
-    trivial = {m for m, s in enumerate(mesh.shape) if s == 1}
-    return tuple((d, tuple(m for m in ms if m not in trivial)) for d, ms in order if any(m not in trivial for m in ms))
 
 
 def _fmt(n: int) -> str:

@@ -479,7 +479,8 @@ def test_bad_graphs_and_arguments_are_refused(world):
     with pytest.raises(GraphError, match=in_flight):
         verify(replace(low, nodes=tuple(nodes[:wait] + [bad] + nodes[wait + 1:])), check_shapes=False)
     # a collective whose sizes do not match its specs
-    wrong = replace(low.nodes[start], fn=replace(low.nodes[start].fn, in_sizes=(1, 3)))
+    wrong_call = replace(low.nodes[start].fn.call, in_sizes=(1, 3))
+    wrong = replace(low.nodes[start], fn=replace(low.nodes[start].fn, call=wrong_call))
     with pytest.raises(GraphError, match=r"in_sizes \(1, 3\) do not match the ranks' lengths \(2, 2\)"):
         verify(replace(low, nodes=tuple(nodes[:start] + [wrong] + nodes[start + 1:])))
     # a wait that nobody issued: the start removed

@@ -30,7 +30,7 @@ from dtensor_np import (
     TensorMeta,
     compute_local_shape_and_global_offset,
 )
-from dtensor_np.chunking import chunk_size_and_offset, chunk_sizes
+from collectives import chunk_size_and_offset, chunk_sizes
 from dtensor_np.placements import placements_str
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from collectives.counting import KINDS
 
-from ..dispatch import as_array
+from ..arrays import as_array
 from ..local_tensor import LocalTensor
 from ..placements import Replicate
 from ..redistribute import redistribute_shards
@@ -106,7 +106,7 @@ def _global_input(var: Var, spec: DTensorSpec, value: Any, ranks: tuple[int, ...
     """The shards of an argument passed as the full array (the same on every rank)."""
     check_aval(var, value)
     replicated = spec.with_placements((Replicate(),) * spec.mesh.ndim)
-    return redistribute_shards({r: value for r in ranks}, replicated, spec, backend)  # R -> S chunks locally
+    return redistribute_shards({r: value for r in ranks}, replicated, spec)  # R -> S chunks locally
 
 
 # How each node runs (see _program): a redistribute, a start or wait, a constant, a per-rank function.
@@ -210,7 +210,7 @@ def run_sharded(graph: Graph, *args: Any) -> Any:
         elif kind == _EXECUTE:  # start or wait of a lowered collective
             env.update(zip(outs, node.fn.execute(backend, *[env[i] for i in ins])))
         elif kind == _REDISTRIBUTE:
-            env[outs[0]] = redistribute_shards(env[ins[0]], node.fn.src, node.fn.dst, backend)
+            env[outs[0]] = redistribute_shards(env[ins[0]], node.fn.src, node.fn.dst)
         else:  # a constant: replicated, in the inputs' array library
             value = constant_value(node.fn, xp)
             env[outs[0]] = {r: value for r in ranks}

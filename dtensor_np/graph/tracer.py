@@ -37,15 +37,11 @@ import numpy as np
 from collectives.device import is_device_array
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
+from ..arrays import astype
 from .ir import Constant, Graph, Node, ShapeDtype, Var, bound_method
 from .pytree import flatten, leaves_with_paths, path_name, unflatten
 
-__all__ = ["Tracer", "trace", "abstract_eval", "output_avals", "placeholder", "astype"]
-
-
-def astype(x: Any, dtype: Any) -> Any:
-    """``x.astype(dtype)`` as a function (NumPy < 2.1 has no ``np.astype``)."""
-    return x.astype(dtype)
+__all__ = ["Tracer", "trace", "abstract_eval", "output_avals", "placeholder"]
 
 
 _ASTYPE: Callable[..., Any] = getattr(np, "astype", astype)

@@ -30,7 +30,7 @@ Example:
 """
 
 from .bucketing import BUCKETED_KINDS, bucket_all_gather, bucket_all_reduce, bucket_reduce_scatter, plan_buckets
-from .buffers import BucketLayout, BucketPack, BucketUnpack
+from .bucket_layout import BucketLayout, BucketPack, BucketUnpack
 from .lowering import is_lowered, lower
 from .ops import WAIT, Collective, LocalStep, Wait
 from .scheduling import schedule

@@ -4,7 +4,7 @@
 :func:`bucket_all_reduce` take a sharded graph (lowering it first when it still has redistribute nodes), group the
 lowered collectives of one kind into buckets, and run each bucket of two or
 more as one collective on a flat buffer, with a copy-in before it and a
-split-out after it (see :mod:`dtensor_np.passes.buffers` for the layout,
+split-out after it (see :mod:`dtensor_np.passes.bucket_layout` for the layout,
 the padding of uneven shards, and the byte view for mixed dtypes).  So MPI's
 per-call latency is paid once per bucket instead of once per tensor.
 
@@ -64,7 +64,7 @@ from ..errors import ShardingError
 from ..graph.ir import Graph, MeshOp, Node, NodeSharding, Var
 from ..graph.verify import verify
 from ..spec import DTensorSpec
-from .buffers import BucketLayout, BucketPack, BucketUnpack
+from .bucket_layout import BucketLayout, BucketPack, BucketUnpack
 from .lowering import fresh_ids, is_lowered, lower, require_sharded
 from .ops import WAIT, Collective
 from .scheduling import schedule
@@ -159,8 +159,8 @@ def _member(graph: Graph, i: int) -> tuple[Collective, DTensorSpec, DTensorSpec]
 
 def _key(collective: Collective, dtype: object, byte_view: bool) -> tuple:
     if collective.kind != "all_gather":
-        return (collective.groups, str(dtype), collective.op)
-    return (collective.groups, "bytes" if byte_view else str(dtype))
+        return (collective.call.groups, str(dtype), collective.call.op)
+    return (collective.call.groups, "bytes" if byte_view else str(dtype))
 
 
 def plan_buckets(graph: Graph, kind: str, cap_mb: Cap, *, byte_view: bool = False) -> list[list[int]]:

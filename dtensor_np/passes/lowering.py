@@ -1,7 +1,7 @@
 """Lowering: every redistribute node becomes explicit collectives (start + wait) and local steps.
 
 :func:`lower` expands each ``redistribute`` node of a sharded graph into the
-steps :func:`~dtensor_np.planner.plan_specs` plans for it: a collective step
+steps :func:`~dtensor_np.planner.plan_redistribute` plans for it: a collective step
 into a :class:`~dtensor_np.passes.ops.Collective` start and its
 :data:`~dtensor_np.passes.ops.WAIT`, a local step (``chunk``,
 ``partition``) into a :class:`~dtensor_np.passes.ops.LocalStep`.  Each new
@@ -40,7 +40,7 @@ from typing import Iterator
 from ..errors import ShardingError
 from ..graph.ir import Graph, Node, NodeSharding, Redistribute, Var
 from ..graph.verify import verify
-from ..planner import plan_specs
+from ..planner import plan_redistribute
 from .ops import WAIT, Collective, LocalStep, local_step_function
 from .scheduling import schedule
 
@@ -81,22 +81,22 @@ def _lower_node(node: Node, ids: Iterator[int]) -> list[Node]:
     """The nodes that replace one redistribute node."""
     (x,), (out,) = node.inputs, node.outputs
     src, dst = node.fn.src, node.fn.dst
-    steps = plan_specs(src, dst)
+    steps = plan_redistribute(src, dst)
     if not steps:  # only size-1 mesh dims differ: nothing moves
-        relabel = NodeSharding((src,), (dst,), local_step_function(None, src, dst))
+        relabel = NodeSharding((src,), (dst,), local_step_function(None))
         return [Node(LocalStep("relabel"), (x,), (), (out,), sharding=relabel)]
     new: list[Node] = []
-    for i, planned in enumerate(steps):
+    for i, step in enumerate(steps):
         target = out if i == len(steps) - 1 else Var(next(ids), x.aval)
-        before, after = planned.before, planned.after
-        if planned.step.is_collective:
+        before, after = step.before, step.after
+        if step.is_collective:
             pending = Var(next(ids), x.aval)
-            start = Collective.from_step(planned)
+            start = Collective.from_step(step)
             new.append(Node(start, (x,), (), (pending,), sharding=NodeSharding((before,), (after,))))
             new.append(Node(WAIT, (pending,), (), (target,), sharding=NodeSharding((after,), (after,))))
         else:
-            op = LocalStep(planned.step.kind, planned.step.mesh_dims)
-            local = local_step_function(planned, before, after)
+            op = LocalStep(step.kind, step.mesh_dims)
+            local = local_step_function(step)
             new.append(Node(op, (x,), (), (target,), sharding=NodeSharding((before,), (after,), local)))
         x = target
     return new

@@ -8,6 +8,7 @@ from typing import Any, Callable, Hashable, Iterable, Mapping, Optional, Sequenc
 import numpy as np
 
 from ..errors import ShardingError
+from ..int_tuple import product
 from ..placements import Partial, Placement, Replicate, Shard
 from ..spec import DTensorSpec, TensorMeta, default_shard_order
 from .einop import OutputSharding, parse_equation
@@ -92,18 +93,11 @@ def harmonize(equation: str, specs: Sequence[DTensorSpec]) -> tuple[DTensorSpec,
     for c, found in uses.items():
         if len({m for _, m in found}) < 2:
             continue
-        keep = max(found, key=lambda u: (_numel(specs[u[0]]), -u[0]))[1]
+        keep = max(found, key=lambda u: (product(specs[u[0]].shape), -u[0]))[1]
         for i, m in found:
             if m != keep:
                 drop.setdefault(i, set()).add(m)
     return tuple(replicate_mesh_dims(s, drop[i]) if i in drop else s for i, s in enumerate(specs))
-
-
-def _numel(spec: DTensorSpec) -> int:
-    n = 1
-    for s in spec.shape:
-        n *= s
-    return n
 
 
 def single_partials(specs: Sequence[DTensorSpec], allowed: Optional[Iterable[int]] = None) -> dict[int, tuple[int, Partial]]:

@@ -24,12 +24,14 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
+from ..arrays import astype
 from ..errors import ShardingError
 from ..placements import Partial
 from ..spec import DTensorSpec
 from .common import freeze, harmonize, scalar_key, settle, settle_keeping, single_partials, single_sharding
 from .einop import pointwise_equation, pointwise_rule
-from .registry import Decision, OpRule, is_sharded, register
+from ..sharded import is_sharded
+from .registry import Decision, OpRule, register
 
 __all__ = ["elementwise_decision", "bind_operands"]
 
@@ -171,6 +173,5 @@ def _decide_astype(specs: tuple[DTensorSpec, ...], dtype: Any) -> Decision:
 
 
 ASTYPE = OpRule("astype", _bind_astype, _decide_astype)
-if hasattr(np, "astype"):
-    register(np.astype)(ASTYPE)
+register(astype, *((np.astype,) if hasattr(np, "astype") else ()))(ASTYPE)
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import ShardingError
 from ..placements import Partial, Placement, Replicate, Shard
-from ..spec import DTensorSpec, TensorMeta, _local_block
+from ..spec import DTensorSpec, TensorMeta
 from .common import freeze, normalize_axes, single_sharding
 from .registry import Decision, OpRule, register, rule_for
 
@@ -118,11 +118,9 @@ def reduction_decision(spec: DTensorSpec, kind: str, axes: Optional[tuple[int, .
         return Decision((in_spec,), (out_spec,), local)
 
     if kind in ("max", "min") and sharded_reduced:
-        shape, coords = spec.shape, mesh.coordinate_of
-        order = in_spec.shard_order
 
         def local(rank: int, x: Any) -> Any:
-            local_shape = _local_block(shape, mesh.shape, order, coords(rank))[0]
+            local_shape = in_spec.local_shape_of_rank(rank)
             if any(local_shape[a] == 0 for a in reduced):
                 return func(x, axis=axis_arg, keepdims=keepdims, initial=_identity(kind, x.dtype))
             return func(x, axis=axis_arg, keepdims=keepdims)

@@ -28,28 +28,7 @@ __all__ = [
     "rule_for",
     "decide",
     "registered_ops",
-    "is_sharded",
-    "register_sharded_type",
 ]
-
-_SHARDED_TYPES: list[type] = []
-
-
-def register_sharded_type(cls: type) -> type:
-    """Mark a class whose instances carry a ``.spec`` and count as distributed arguments in ``bind``.
-
-    ``DTensor`` is one; graph transforms register spec-only stand-ins so the
-    same binders and rules serve them.
-    """
-    if cls not in _SHARDED_TYPES:
-        _SHARDED_TYPES.append(cls)
-    return cls
-
-
-def is_sharded(x: Any) -> bool:
-    """True for a DTensor (or another registered distributed argument)."""
-    return isinstance(x, tuple(_SHARDED_TYPES))
-
 
 @dataclass(frozen=True, slots=True)
 class Decision:

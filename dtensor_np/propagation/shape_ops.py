@@ -21,10 +21,11 @@ import numpy as np
 
 from ..errors import ShardingError
 from ..placements import Placement, Replicate, Shard
-from ..spec import DTensorSpec, TensorMeta, _local_block
+from ..spec import DTensorSpec, TensorMeta
 from .common import freeze, harmonize, normalize_axes, settle, single_sharding
 from .einop import einop_rule
-from .registry import Decision, OpRule, is_sharded, register
+from ..sharded import is_sharded
+from .registry import Decision, OpRule, register
 
 __all__ = ["permute_decision", "reshape_decision", "reshape_groups", "resolve_shape"]
 
@@ -168,10 +169,9 @@ def reshape_decision(spec: DTensorSpec, oshape: Sequence[int]) -> Decision:
             outputs.append(Shard(target))
     in_spec = DTensorSpec(mesh, tuple(inputs), spec.tensor_meta)
     out_spec = DTensorSpec(mesh, tuple(outputs), TensorMeta(oshape, spec.dtype))
-    out_order = out_spec.shard_order
 
     def local(rank: int, x: Any) -> Any:
-        shape = _local_block(oshape, mesh.shape, out_order, mesh.coordinate_of(rank))[0]
+        shape = out_spec.local_shape_of_rank(rank)
         return np.reshape(x, shape)
 
     return Decision((in_spec,), (out_spec,), local)

@@ -28,13 +28,12 @@ import numpy as np
 from ..errors import ShardingError
 from ..mesh import DeviceMesh
 from ..placements import Replicate
-from ..propagation import decide, rule_of as propagation_rule_of
+from ..propagation import decide, rule_of
 from ..propagation.common import with_meta
-from ..propagation.elementwise import ASTYPE
-from ..propagation.registry import OpRule, register_sharded_type
+from ..propagation.registry import OpRule
+from ..sharded import register_sharded_type
 from ..spec import DTensorSpec, TensorMeta
 from ..graph.ir import Constant, Node, NodeSharding
-from ..graph.tracer import astype
 
 __all__ = ["SpecArg", "rule_of", "node_sharding", "replicated"]
 
@@ -57,18 +56,6 @@ class SpecArg:
     @property
     def dtype(self) -> np.dtype:
         return self.spec.dtype
-
-
-def rule_of(fn: Any, method: str = "__call__") -> Optional[OpRule]:
-    """The sharding rule of a NumPy callable (or ufunc method), or None when it has none.
-
-    Example:
-        >>> rule_of(np.add).name, rule_of(np.add, "reduce").name, rule_of(np.sort)
-        ('add', 'add.reduce', None)
-    """
-    if fn is astype:
-        return ASTYPE
-    return propagation_rule_of(fn, method)
 
 
 def replicated(mesh: DeviceMesh, meta: Optional[TensorMeta]) -> DTensorSpec:

@@ -95,7 +95,7 @@ def test_cupy_staging_and_packing(monkeypatch):
     and the packing the MPI backend does on whichever module holds the data."""
     cupy = _cupy_with_a_device()
     from collectives import device
-    from collectives.packing import concat_blocks, pack_pieces
+    from collectives.packing import block_receiver, piece_packer
 
     x = cupy.arange(24, dtype=cupy.float32).reshape(4, 6)
     monkeypatch.setattr(device, "cuda_aware_mpi", lambda: False)
@@ -111,8 +111,9 @@ def test_cupy_staging_and_packing(monkeypatch):
     assert isinstance(device.stage_for_mpi(x, host_only=True).buffer, np.ndarray)
 
     for sizes in ((2, 2, 2), (3, 0, 2, 1)):
-        flat = pack_pieces(x, 1, sizes, cupy)
-        assert isinstance(flat, cupy.ndarray) and flat.ndim == 1
+        packed = piece_packer(x.shape, sizes, 1, x.dtype, cupy)(x)
+        assert isinstance(packed, cupy.ndarray) and packed.size == x.size
         shapes = [(4, s) for s in sizes]
-        restored = concat_blocks(flat, shapes, 1, cupy)
+        recv_shape, finish = block_receiver(shapes, 1, x.dtype, cupy)
+        restored = finish(packed.reshape(recv_shape))
         assert bool((restored == x).all())

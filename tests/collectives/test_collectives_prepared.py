@@ -1,4 +1,11 @@
-"""Prepared MPI collectives (the redistribute hot path) give exactly what the general methods give."""
+"""Prepared MPI collectives (the redistribute hot path) give NumPy's answer on every path.
+
+A prepared call has one body (its op's ``MpiCall``) and several ways in: the
+hot path (a C-contiguous array of the prepared shape), the same call on a
+strided view or a byte-swapped array, the non-blocking ``start``, and the
+general method.  Each is checked against the answer NumPy computes from every
+member's input (each rank can rebuild any rank's input from its seed).
+"""
 
 from __future__ import annotations
 
@@ -19,68 +26,125 @@ def _sizes(groups, lengths):
     return {r: lengths[i] for g in groups for i, r in enumerate(g)}
 
 
+def _input(rank, shape, dtype, salt):
+    """Rank ``rank``'s input for call ``salt``: every rank can build every rank's."""
+    rng = np.random.default_rng([salt, rank])
+    return (rng.standard_normal(tuple(shape)) * 10).astype(dtype)
+
+
+def _ways(backend, prepared, rank, x, general):
+    """The result of every way into one prepared call (and the general method) on this rank's ``x``."""
+    strided = np.empty(x.shape + (2,), x.dtype)[..., 0]
+    strided[...] = x
+    swapped = x.astype(x.dtype.newbyteorder())
+    yield "hot path", prepared.run({rank: x})[rank]
+    yield "strided", prepared.run({rank: strided})[rank]
+    if x.dtype.itemsize > 1 and x.dtype.kind != "b":
+        yield "byte-swapped", prepared.run({rank: swapped})[rank]
+    yield "start/wait", prepared.start({rank: x}).wait()[rank]
+    yield "general", general({rank: x})[rank]
+
+
+def _reduce(arrays, op):
+    out = arrays[0].copy()
+    for a in arrays[1:]:
+        out = {"sum": np.add, "avg": np.add, "max": np.maximum, "min": np.minimum}[op](out, a)
+    return out / len(arrays) if op == "avg" else out
+
+
+def _check(got, want, inexact, what):
+    assert got.shape == want.shape and got.dtype == want.dtype, (what, got.shape, want.shape, got.dtype, want.dtype)
+    if inexact:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=what)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
 @pytest.mark.worlds(simulated=(), mpi=(2, 4))
-def test_prepared_collectives_equal_the_general_ones(world):
+def test_prepared_collectives_give_numpys_answer_on_every_path(world):
     backend = world.backend
     rank = world.ranks[0]
-    rng = np.random.default_rng(5)
     checked = 0
+    salt = 0
     for groups in _groups(world.size):
-        k = len(groups[0])
-        position = next(g.index(rank) for g in groups if rank in g)
+        group = next(g for g in groups if rank in g)
+        k = len(group)
         for dtype in ("float32", "float64", "int64", "complex64", "bool"):
+            inexact = np.dtype(dtype).kind in "fc"
             for total, axis in ((4 * k, 0), (2 * k + 1, 0), (3 * k, 1), (k + 1, 1)):
+                salt += 1
                 pieces = chunk_sizes(total, k)
-                mine = pieces[position]
-                shape = [3, 2]
-                shape[axis] = mine
-                x = (rng.standard_normal(tuple(shape)) * 10).astype(dtype)
+                shapes = {}
+                for q, n in zip(group, pieces):
+                    shape = [3, 2]
+                    shape[axis] = n
+                    shapes[q] = tuple(shape)
+                inputs = {q: _input(q, shapes[q], dtype, salt) for q in group}
+                x = inputs[rank]
                 in_sizes = _sizes(groups, pieces)
                 # all_gather of uneven and even pieces, leading and non-leading axis
-                want = backend.all_gather({rank: x}, groups, axis=axis, in_sizes=in_sizes, check=False)[rank]
-                got = backend.prepare_all_gather(groups, x.shape, x.dtype, axis=axis, in_sizes=in_sizes)(x)
-                np.testing.assert_array_equal(got, want)
+                prepared = backend.prepare_all_gather(groups, {rank: x.shape}, x.dtype, axis=axis, in_sizes=in_sizes)
+                want = np.concatenate([inputs[q] for q in group], axis=axis)
+                general = lambda s: backend.all_gather(s, groups, axis=axis, in_sizes=in_sizes)  # noqa: E731
+                for way, got in _ways(backend, prepared, rank, x, general):
+                    _check(got, want, False, f"all_gather {dtype} {shapes} axis {axis}: {way}")
                 # all_to_all from `axis` to the other axis
                 other = 1 - axis
-                full_other = x.shape[other]
-                out_sizes = _sizes(groups, chunk_sizes(full_other, k))
-                want = backend.all_to_all(
-                    {rank: x}, groups, split_axis=other, concat_axis=axis, in_sizes=in_sizes,
-                    out_sizes=out_sizes, check=False,
-                )[rank]
-                got = backend.prepare_all_to_all(
-                    groups, x.shape, x.dtype, split_axis=other, concat_axis=axis, in_sizes=in_sizes,
+                out_sizes = _sizes(groups, chunk_sizes(x.shape[other], k))
+                prepared = backend.prepare_all_to_all(
+                    groups, {rank: x.shape}, x.dtype, split_axis=other, concat_axis=axis, in_sizes=in_sizes,
                     out_sizes=out_sizes,
-                )(x)
-                np.testing.assert_array_equal(got, want)
+                )
+                mine = group.index(rank)
+                cuts = np.cumsum((0,) + chunk_sizes(x.shape[other], k))
+                lead = (slice(None),) * other
+                want = np.concatenate(
+                    [inputs[q][lead + (slice(cuts[mine], cuts[mine + 1]),)] for q in group], axis=axis
+                )
+                general = lambda s: backend.all_to_all(  # noqa: E731
+                    s, groups, split_axis=other, concat_axis=axis, in_sizes=in_sizes, out_sizes=out_sizes
+                )
+                for way, got in _ways(backend, prepared, rank, x, general):
+                    _check(got, want, False, f"all_to_all {dtype} axis {axis}: {way}")
                 # reductions on a common shape
                 full_shape = [3, 2]
                 full_shape[axis] = total
-                y = (rng.standard_normal(tuple(full_shape)) * 10).astype(dtype)
+                whole = {q: _input(q, full_shape, dtype, 10**6 + salt) for q in group}
+                y = whole[rank]
                 ops = ("sum", "max", "min") if dtype != "bool" else ("sum", "max")
-                for op in ops + (("avg",) if np.dtype(dtype).kind in "fc" else ()):
-                    want = backend.all_reduce({rank: y}, groups, op=op, check=False)[rank]
-                    got = backend.prepare_all_reduce(groups, y.shape, y.dtype, op=op)(y)
-                    np.testing.assert_array_equal(got, want)
-                    want = backend.reduce_scatter(
-                        {rank: y}, groups, op=op, axis=axis, out_sizes=in_sizes, check=False
-                    )[rank]
-                    got = backend.prepare_reduce_scatter(
-                        groups, y.shape, y.dtype, op=op, axis=axis, out_sizes=in_sizes
-                    )(y)
-                    np.testing.assert_array_equal(got, want)
+                for op in ops + (("avg",) if inexact else ()):
+                    reduced = _reduce([whole[q] for q in group], op)
+                    exact = not inexact or op in ("max", "min")
+                    prepared = backend.prepare_all_reduce(groups, {rank: y.shape}, y.dtype, op=op)
+                    general = lambda s: backend.all_reduce(s, groups, op=op)  # noqa: E731
+                    for way, got in _ways(backend, prepared, rank, y, general):
+                        _check(got, reduced.astype(y.dtype), not exact, f"all_reduce {op} {dtype}: {way}")
+                    prepared = backend.prepare_reduce_scatter(
+                        groups, {rank: y.shape}, y.dtype, op=op, axis=axis, out_sizes=in_sizes
+                    )
+                    lead = (slice(None),) * axis
+                    cuts = np.cumsum((0,) + pieces)
+                    want = reduced.astype(y.dtype)[lead + (slice(cuts[mine], cuts[mine + 1]),)]
+                    general = lambda s: backend.reduce_scatter(  # noqa: E731
+                        s, groups, op=op, axis=axis, out_sizes=in_sizes
+                    )
+                    for way, got in _ways(backend, prepared, rank, y, general):
+                        _check(got, want, not exact, f"reduce_scatter {op} {dtype} axis {axis}: {way}")
                 checked += 1
-    # a non-contiguous input and a result kept alive across calls are both handled
+    # a result kept alive across calls is never overwritten by a later one (recycled output buffers)
     groups = (tuple(range(world.size)),)
-    prepared = backend.prepare_all_reduce(groups, (256, 128), np.float64, op="sum")  # 256 KiB: recycled buffers
-    base = np.ones((256, 256))
-    first = prepared(base[:, ::2])
+    prepared = backend.prepare_all_reduce(groups, {rank: (256, 128)}, np.float64, op="sum")  # 256 KiB: recycled
+    run = lambda x: prepared.run({rank: x})[rank]  # noqa: E731
+    first = run(np.ones((256, 256))[:, ::2])
     kept = first.copy()
-    second = prepared(np.full((256, 128), 2.0))
-    np.testing.assert_array_equal(first, kept)  # a later result never overwrites a live one
+    second = run(np.full((256, 128), 2.0))
+    np.testing.assert_array_equal(first, kept)
     np.testing.assert_array_equal(second, np.full((256, 128), 2.0 * world.size))
     del first, kept
-    third = prepared(np.full((256, 128), 3.0))
+    third = run(np.full((256, 128), 3.0))
     np.testing.assert_array_equal(second, np.full((256, 128), 2.0 * world.size))
     np.testing.assert_array_equal(third, np.full((256, 128), 3.0 * world.size))
+    # an input of another shape than the prepared one is refused, not sent
+    with pytest.raises(ValueError, match=r"prepared for rank \d+'s input of shape \(256, 128\)"):
+        run(np.ones((2, 2)))
     assert checked > 0

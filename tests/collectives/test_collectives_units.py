@@ -27,9 +27,10 @@ from collectives import (
 )
 from collectives.agreement import MemberInfo, decode, encode, verify
 from collectives.device import CUDA_AWARE_ENV, detect_cuda_aware_mpi
+from collectives.ops import AllGather, AllReduce
 from collectives.dtypes import dtype_code, dtype_name, validate_dtype
-from collectives.layout import group_layout
-from collectives.packing import concat_blocks, pack_pieces
+from collectives.arguments import group_layout
+from collectives.packing import block_receiver, piece_packer
 from collectives.reduce_ops import validate_reduction
 
 
@@ -81,13 +82,13 @@ def test_descriptor_round_trip_and_verify_messages():
         verify("all_reduce", (0, 1), [a, b])
     c = MemberInfo(1, a.dtype, (2, 4))
     with pytest.raises(CollectiveError, match=r"expected \(2, 3\) .* got \(2, 4\) on rank 1"):
-        verify("all_reduce", (0, 1), [a, c])
-    verify("all_gather", (0, 1), [a, c], axis=1, in_sizes=(3, 4))
+        verify("all_reduce", (0, 1), [a, c], AllReduce("sum"))
+    verify("all_gather", (0, 1), [a, c], AllGather(axis=1, sizes=(3, 4)))
     with pytest.raises(CollectiveError, match="in_sizes gives rank 1 length 5"):
-        verify("all_gather", (0, 1), [a, c], axis=1, in_sizes=(3, 5))
+        verify("all_gather", (0, 1), [a, c], AllGather(axis=1, sizes=(3, 5)))
     failed = MemberInfo(1, dtype_code(np.dtype(object)), (2,), status=1)
     with pytest.raises(TypeError, match="rank 1 .* dtype object"):
-        verify("all_gather", (0, 1), [a, failed], axis=0)
+        verify("all_gather", (0, 1), [a, failed], AllGather(axis=0))
 
 
 def test_launch_detection_reads_the_environment(monkeypatch):
@@ -182,10 +183,16 @@ def test_handles_and_backends():
 )
 def test_pack_then_concat_restores_the_array(shape, axis, sizes):
     x = np.arange(int(np.prod(shape))).reshape(shape)
-    flat = pack_pieces(x, axis, sizes, np)
-    assert flat.ndim == 1 and flat.size == x.size
-    shapes = [x.shape[:axis] + (s,) + x.shape[axis + 1:] for s in sizes]
-    np.testing.assert_array_equal(concat_blocks(flat, shapes, axis, np), x)
+    lead = (slice(None),) * axis
+    starts = np.cumsum((0,) + sizes)
+    pieces = [x[lead + (slice(a, b),)] for a, b in zip(starts[:-1], starts[1:])]
+    pack = piece_packer(x.shape, sizes, axis, x.dtype, np)
+    packed = x if pack is None else pack(x)
+    # the send buffer holds the pieces one after the other, each in C order
+    np.testing.assert_array_equal(packed.reshape(-1), np.concatenate([p.reshape(-1) for p in pieces]))
+    recv_shape, finish = block_receiver([p.shape for p in pieces], axis, x.dtype, np)
+    recv = packed.reshape(recv_shape)
+    np.testing.assert_array_equal(recv if finish is None else finish(recv), x)
 
 
 @pytest.mark.skipif(BFLOAT16 is None, reason="ml_dtypes is not installed")

@@ -1,7 +1,8 @@
-"""Groups, axes and piece sizes: validated once, shared by both backends.
+"""A collective's arguments checked: groups that partition the world, axes, roots and piece sizes.
 
 Everything here is pure and deterministic, so every rank that makes the same
-call reaches the same verdict and raises together, before any message.
+call reaches the same verdict and raises together, before any message.  Both
+backends and every op in :mod:`collectives.ops` validate through it.
 """
 from __future__ import annotations
 
@@ -12,22 +13,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import CollectiveError
-from .protocol import Groups, Sizes
+from .types import Groups
 
 __all__ = [
     "GroupLayout",
     "all_equal",
-    "all_to_all_arguments",
-    "axis_and_sizes",
     "check_distinct_axes",
     "check_root",
-    "chunk_sizes",
     "describe_keys",
     "group_layout",
     "group_sizes",
     "is_leading_axis",
     "normalize_axis",
-    "offsets",
     "piece_counts",
     "with_length",
 ]
@@ -112,31 +109,6 @@ def _cached_layout(groups: Groups, world_size: int) -> GroupLayout:
     return GroupLayout(groups, tuple(group_index), tuple(position), hash(groups))
 
 
-@functools.lru_cache(maxsize=4096)
-def chunk_sizes(length: int, pieces: int) -> tuple[int, ...]:
-    """Sizes of ``torch.chunk``-style pieces: ``ceil(length / pieces)`` each, tail smaller or empty.
-
-    Example:
-        >>> chunk_sizes(5, 4)
-        (2, 2, 1, 0)
-    """
-    step = -(-length // pieces) if pieces else 0
-    return tuple(max(0, min(step, length - i * step)) for i in range(pieces))
-
-
-def offsets(sizes: Sequence[int]) -> list[int]:
-    """Start of each piece when pieces of ``sizes`` are laid end to end.
-
-    Example:
-        >>> offsets((2, 0, 3))
-        [0, 2, 2]
-    """
-    starts = [0] * len(sizes)
-    total = 0
-    for i, size in enumerate(sizes):
-        starts[i] = total
-        total += size
-    return starts
 
 
 def normalize_axis(axis: int, ndim: int, kind: str, name: str = "axis") -> int:
@@ -177,38 +149,6 @@ def group_sizes(sizes: Mapping[int, int], group: tuple[int, ...], kind: str, nam
     return tuple(int(size) for size in picked)
 
 
-def axis_and_sizes(
-    kind: str, ndim: int, group: tuple[int, ...], axis: int, sizes: Sizes | None, name: str
-) -> tuple[int, tuple[int, ...] | None]:
-    """``axis`` normalised for ``ndim`` dims, and the lengths ``sizes`` (argument ``name``) gives ``group``.
-
-    Example:
-        >>> axis_and_sizes("all_gather", 2, (1, 0), -1, {0: 3, 1: 1}, "in_sizes")
-        (1, (1, 3))
-    """
-    axis = normalize_axis(axis, ndim, kind)
-    return axis, None if sizes is None else group_sizes(sizes, group, kind, name)
-
-
-def all_to_all_arguments(
-    kind: str, ndim: int, group: tuple[int, ...], split_axis: int, concat_axis: int,
-    in_sizes: Sizes | None, out_sizes: Sizes | None,
-) -> tuple[int, int, tuple[int, ...] | None, tuple[int, ...] | None]:
-    """An all_to_all's axes (normalised, distinct) and its split and concat lengths for ``group``.
-
-    Returns ``split_axis, concat_axis, split_sizes, concat_sizes``: the split lengths come
-    from ``out_sizes`` and the concat lengths from ``in_sizes`` (None when not given).
-
-    Example:
-        >>> all_to_all_arguments("all_to_all", 2, (0, 1), 1, 0, None, {0: 2, 1: 1})
-        (1, 0, (2, 1), None)
-    """
-    split_axis = normalize_axis(split_axis, ndim, kind, "split_axis")
-    concat_axis = normalize_axis(concat_axis, ndim, kind, "concat_axis")
-    check_distinct_axes(kind, split_axis, concat_axis)
-    split_sizes = None if out_sizes is None else group_sizes(out_sizes, group, kind, "out_sizes")
-    concat_sizes = None if in_sizes is None else group_sizes(in_sizes, group, kind, "in_sizes")
-    return split_axis, concat_axis, split_sizes, concat_sizes
 
 
 def all_equal(sizes: Sequence[int]) -> bool:

@@ -1,4 +1,4 @@
-"""Bucket buffers: how several collectives' arrays share one flat buffer, and the copy-in / split-out ops.
+"""Bucket layouts: how several collectives' arrays share one flat buffer, and the copy-in / split-out ops.
 
 A bucket of all_gathers, reduce_scatters or all_reduces runs as one
 collective on a 2-D buffer:
@@ -52,20 +52,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional, Sequence
+from typing import Any, ClassVar, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from collectives import array_module
-from collectives.buffers import allocator
+from collectives import allocator, array_module, group_layout
 
 from ..graph.ir import MeshOp, NodeSharding, ShapeDtype
 from ..mesh import DeviceMesh
 from ..placements import Partial, Placement, Replicate, Shard
+from ..planner import CollectiveCall
 from ..spec import DTensorSpec, TensorMeta
 from .ops import Collective, rank_shapes
 
-__all__ = ["Slot", "BucketLayout", "BucketPack", "BucketUnpack", "buffer_specs", "BYTE_ALIGN"]
+__all__ = ["Slot", "Segment", "View", "BucketLayout", "BucketPack", "BucketUnpack", "buffer_specs", "BYTE_ALIGN"]
 
 BYTE_ALIGN = 16
 """Slots of a byte-view buffer start on multiples of this many bytes (the largest NumPy itemsize we move)."""
@@ -117,8 +117,40 @@ class Slot:
     out_shapes: Shapes
 
 
-def _numel(shape: Sequence[int]) -> int:
-    return math.prod(shape)
+class Block(NamedTuple):
+    """One rank's piece of an uneven member in a received all_gather buffer: ``buf[row, start:stop]``."""
+
+    row: int
+    start: int
+    stop: int
+
+
+class Segment(NamedTuple):
+    """A run of members copied together between the buffer and the members' arrays.
+
+    ``count`` consecutive members whose pieces all have ``n`` elements move
+    with one strided copy between the buffer, where the run starts at
+    ``offset`` of each row, and the members' arrays (``blocks`` None).  An
+    uneven member of an all_gather is one segment of its own with ``blocks``,
+    every rank's piece, concatenated.  ``first`` is where the run starts: in
+    the flat concatenation of the gathered members (all_gather), or its first
+    member's index (reduce_scatter).
+    """
+
+    first: int
+    count: int
+    n: int
+    offset: int
+    blocks: Optional[tuple[Block, ...]]
+
+
+class View(NamedTuple):
+    """Where a member's result lies, ``[start:stop]``, with the dtype and shape it is viewed as."""
+
+    start: int
+    stop: int
+    dtype: np.dtype
+    shape: tuple[int, ...]
 
 
 class _Recycled:
@@ -151,7 +183,7 @@ def _uniform(sizes: Sequence[int], span: int) -> bool:
 
 def _leads(shape: tuple[int, ...], axis: int) -> bool:
     """True when pieces of ``shape`` along ``axis`` are contiguous runs of its C-order elements."""
-    return _numel(shape[:axis]) == 1
+    return math.prod(shape[:axis]) == 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,8 +215,8 @@ class _RankPlan:
     leading: tuple[bool, ...]
     cuts: tuple[tuple[tuple[int, int], ...], ...]
     indices: tuple[tuple[Any, ...], ...]
-    segments: tuple[tuple[int, int, int, int, Optional[tuple[tuple[int, int, int], ...]]], ...]
-    views: tuple[tuple[int, int, np.dtype, tuple[int, ...]], ...]
+    segments: tuple[Segment, ...]
+    views: tuple[View, ...]
     plain: bool
     packed: _Recycled
     flat: Optional[_Recycled]
@@ -194,33 +226,33 @@ class _RankPlan:
         group = layout.group_of(rank)
         slots = layout.slots
         if layout.kind == "all_reduce":  # one row: every member flat, in order, padded to its span
-            counts = (tuple(layout._count(s, rank) for s in slots),)
+            counts = (tuple(layout.count(s, rank) for s in slots),)
             pads = (tuple(s.span - n for s, n in zip(slots, counts[0])),)
-            views = tuple((s.offset, s.offset + n, s.aval.dtype, s.out_shapes[rank]) for s, n in zip(slots, counts[0]))
+            views = tuple(View(s.offset, s.offset + n, s.aval.dtype, s.out_shapes[rank]) for s, n in zip(slots, counts[0]))
             packed = _Recycled((1, layout.length), layout.dtype)
             leading = (True,) * len(slots)
             return cls(1, counts, pads, leading, (), (), (), views, not any(pads[0]), packed, None)
         if layout.kind == "all_gather":
-            counts = (tuple(layout._count(s, rank) for s in slots),)
+            counts = (tuple(layout.count(s, rank) for s in slots),)
             pads = (tuple(s.span - n for s, n in zip(slots, counts[0])),)
             leading = tuple(_leads(s.out_shapes[rank], s.axis) for s in slots)
-            segments: list[tuple[int, int, int, int, Optional[tuple[tuple[int, int, int], ...]]]] = []
+            segments: list[Segment] = []
             views, at = [], 0
             for s, lead in zip(slots, leading):
                 begin = at
                 if lead:
-                    sizes = [layout._count(s, q) for q in group]
+                    sizes = [layout.count(s, q) for q in group]
                     if _uniform(sizes, s.span):
                         last = segments[-1] if segments else None
-                        if last and last[4] is None and last[2] == s.span and last[3] + last[1] * last[2] == s.offset:
-                            segments[-1] = (last[0], last[1] + 1, last[2], last[3], None)
+                        if last and last.blocks is None and last.n == s.span and last.offset + last.count * last.n == s.offset:
+                            segments[-1] = last._replace(count=last.count + 1)
                         else:
-                            segments.append((at, 1, s.span, s.offset, None))
+                            segments.append(Segment(at, 1, s.span, s.offset, None))
                     else:
-                        blocks = tuple((p, s.offset, s.offset + n) for p, n in enumerate(sizes))
-                        segments.append((at, 0, sum(sizes), s.offset, blocks))
+                        blocks = tuple(Block(p, s.offset, s.offset + n) for p, n in enumerate(sizes))
+                        segments.append(Segment(at, 0, sum(sizes), s.offset, blocks))
                     at += sum(sizes)
-                views.append((begin, at, s.aval.dtype, s.out_shapes[rank]))
+                views.append(View(begin, at, s.aval.dtype, s.out_shapes[rank]))
             plain = not layout.byte_view and not any(pads[0])
             packed = _Recycled((1, layout.length), layout.dtype)
             flat = _Recycled((at,), layout.dtype)
@@ -232,7 +264,7 @@ class _RankPlan:
             counts, pads, cuts, indices = [], [], [], []
             for m, s in enumerate(slots):
                 size = s.out_shapes[q][s.axis]
-                n = _numel(s.out_shapes[q])
+                n = math.prod(s.out_shapes[q])
                 inner = n // size if size else 0
                 begin = starts[m]
                 cuts.append((begin * inner, (begin + size) * inner))
@@ -245,17 +277,17 @@ class _RankPlan:
             cuts_p.append(tuple(cuts))
             index_p.append(tuple(indices))
         mine = counts_p[group.index(rank)]
-        views = tuple((s.offset, s.offset + n, s.aval.dtype, s.out_shapes[rank]) for s, n in zip(slots, mine))
+        views = tuple(View(s.offset, s.offset + n, s.aval.dtype, s.out_shapes[rank]) for s, n in zip(slots, mine))
         segments = []  # runs of leading members split evenly: one stacked copy each; the others piece by piece
         for m, (s, lead) in enumerate(zip(slots, leading)):
             if lead and _uniform([c[m] for c in counts_p], s.span):
                 last = segments[-1] if segments else None
-                if last and last[4] is None and last[0] + last[1] == m and last[2] == s.span:
-                    segments[-1] = (last[0], last[1] + 1, last[2], last[3], None)
+                if last and last.blocks is None and last.first + last.count == m and last.n == s.span:
+                    segments[-1] = last._replace(count=last.count + 1)
                 else:
-                    segments.append((m, 1, s.span, s.offset, None))
+                    segments.append(Segment(m, 1, s.span, s.offset, None))
             else:
-                segments.append((m, 1, 0, s.offset, ()))
+                segments.append(Segment(m, 1, 0, s.offset, ()))
         packed = _Recycled((len(group), layout.length), layout.dtype)
         return cls(
             len(group), tuple(counts_p), tuple(pads_p), leading, tuple(cuts_p), tuple(index_p),
@@ -272,12 +304,11 @@ class BucketLayout:
 
     Example:
         >>> import dtensor_np as dt
-        >>> from dtensor_np.planner import plan_specs
         >>> mesh = dt.DeviceMesh((2,))
         >>> def gather(shape, dim):
         ...     src = dt.DTensorSpec(mesh, (dt.Shard(dim),), dt.TensorMeta(shape, "f4"))
-        ...     (p,) = plan_specs(src, src.with_placements((dt.Replicate(),)))
-        ...     return Collective.from_step(p), p.before, p.after
+        ...     (step,) = dt.plan_redistribute(src, src.with_placements((dt.Replicate(),)))
+        ...     return Collective.from_step(step), step.before, step.after
         >>> layout = BucketLayout.build("all_gather", [gather((3, 2), 0), gather((2, 3), 1)])
         >>> layout.length, [(s.offset, s.span) for s in layout.slots]  # rank 0 holds 2 rows, 2 columns
         (8, [(0, 4), (4, 4)])
@@ -315,22 +346,24 @@ class BucketLayout:
         slots = []
         offset = 0
         for collective, before, after in members:
-            if collective.kind != kind or collective.groups != first.groups:
-                raise ValueError(f"bucket members must be {kind}s on the groups {first.groups}, got {collective}")
-            if kind != "all_gather" and collective.op != first.op:
-                raise ValueError(f"{kind} members must share one op ({first.op}), got {collective.op}")
+            call = collective.call
+            if call.kind != kind or call.groups != first.call.groups:
+                raise ValueError(f"bucket members must be {kind}s on the groups {first.call.groups}, got {collective}")
+            if kind != "all_gather" and call.op != first.call.op:
+                raise ValueError(f"{kind} members must share one op ({first.call.op}), got {call.op}")
             in_shapes, out_shapes = rank_shapes(before), rank_shapes(after)
             pieces = out_shapes if kind == "reduce_scatter" else in_shapes
-            span = max(_numel(s) for s in pieces)
+            span = max(math.prod(s) for s in pieces)
             if byte_view:
                 span = -(-span * before.dtype.itemsize // BYTE_ALIGN) * BYTE_ALIGN
-            axis = 0 if kind == "all_reduce" else collective.axis  # an all_reduce splits nothing
+            axis = 0 if kind == "all_reduce" else call.axis  # an all_reduce splits nothing
             assert axis is not None
             aval = ShapeDtype(before.shape, before.dtype)
             slots.append(Slot(aval, axis, offset, span, in_shapes, out_shapes))
             offset += span
         dtype = np.dtype(np.uint8) if byte_view else spec0.dtype
-        return cls(kind, first.groups, first.mesh_dims, first.op, dtype, offset, tuple(slots), spec0.mesh, byte_view)
+        return cls(kind, first.call.groups, first.call.mesh_dims, first.call.op, dtype, offset, tuple(slots), spec0.mesh,
+                   byte_view)
 
     # -- shapes and specs -----------------------------------------------------------
     @property
@@ -360,18 +393,16 @@ class BucketLayout:
         """The one collective that moves the whole bucket (even rows: no per-rank sizes)."""
         label = f"bucket of {len(self.slots)}"
         axis = None if self.kind == "all_reduce" else 0
-        return Collective(self.kind, self.groups, self.mesh_dims, op=self.op, axis=axis, label=label)
+        return Collective(CollectiveCall(self.kind, self.groups, self.mesh_dims, op=self.op, axis=axis), label)
 
     def group_of(self, rank: int) -> tuple[int, ...]:
-        for group in self.groups:
-            if rank in group:
-                return group
-        raise ValueError(f"rank {rank} is in none of the groups {self.groups}")
+        """The group of the bucket's collective that holds ``rank``."""
+        return group_layout(self.groups, self.mesh.world_size).group_of(rank)
 
-    def _count(self, slot: Slot, rank: int) -> int:
+    def count(self, slot: Slot, rank: int) -> int:
         """Buffer elements of ``rank``'s piece of a member (its shard to gather, or its scattered piece)."""
         shape = slot.out_shapes[rank] if self.kind == "reduce_scatter" else slot.in_shapes[rank]
-        n = _numel(shape)
+        n = math.prod(shape)
         return n * slot.aval.dtype.itemsize if self.byte_view else n
 
     def _plan(self, rank: int) -> _RankPlan:
@@ -458,7 +489,7 @@ class BucketLayout:
                 outs.append(self._from_units(flat[a:b], slot, shape))
             else:
                 pieces = [
-                    self._from_units(buf[p, slot.offset:slot.offset + self._count(slot, q)], slot, slot.in_shapes[q])
+                    self._from_units(buf[p, slot.offset:slot.offset + self.count(slot, q)], slot, slot.in_shapes[q])
                     for p, q in enumerate(group)
                 ]
                 outs.append(xp.concatenate(pieces, axis=slot.axis))

@@ -1,0 +1,43 @@
+"""The collectives, one module each: a frozen op per collective with its simulated and MPI bodies.
+
+``OPS`` maps each kind's name to its op class; the backends look a kind up
+here and nowhere else.  Adding a collective: write its module (a
+:class:`CollectiveOp` subclass: ``parse``, ``check_local``, ``check_group``,
+``out_shape``, ``simulate``, ``mpi_call``), add it to ``OPS`` below, and give
+:class:`collectives.Backend` its three named methods (``kind``, ``ikind``,
+``prepare_kind``).
+
+Example:
+    >>> KINDS
+    ('all_gather', 'all_reduce', 'reduce_scatter', 'all_to_all', 'broadcast', 'scatter')
+    >>> OPS["all_reduce"].parse(2, (0, 1), op="max")
+    AllReduce(op='max')
+"""
+from .all_gather import AllGather
+from .all_reduce import AllReduce
+from .all_to_all import AllToAll
+from .base import CollectiveOp, MpiCall
+from .broadcast import Broadcast
+from .reduce_scatter import ReduceScatter
+from .scatter import Scatter
+
+__all__ = [
+    "KINDS",
+    "OPS",
+    "AllGather",
+    "AllReduce",
+    "AllToAll",
+    "Broadcast",
+    "CollectiveOp",
+    "MpiCall",
+    "ReduceScatter",
+    "Scatter",
+]
+
+OPS: dict[str, type[CollectiveOp]] = {
+    op.name: op for op in (AllGather, AllReduce, ReduceScatter, AllToAll, Broadcast, Scatter)
+}
+"""Every collective by its kind name."""
+
+KINDS: tuple[str, ...] = tuple(OPS)
+"""The kinds, in the order ``comm_counter`` lists them."""

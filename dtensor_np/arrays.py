@@ -1,0 +1,48 @@
+"""What counts as a local array: NumPy or CuPy, of a dtype collectives can move.
+
+Example:
+    >>> import numpy as np
+    >>> array_library(np.zeros(2)), check_array([1, 2]).dtype.kind, as_array(np.float32(2)).shape
+    ('numpy', 'i', ())
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .local_tensor import LocalTensor
+from .sharded import is_sharded
+
+__all__ = ["array_library", "as_array", "astype", "check_array"]
+
+
+def array_library(x: Any) -> str:
+    """``"numpy"`` or ``"cupy"``: the library an array belongs to."""
+    module = type(x).__module__.split(".")[0]
+    return "cupy" if module == "cupy" else "numpy"
+
+
+def check_array(x: Any, what: str = "array") -> Any:
+    """``x`` as a NumPy or CuPy array of a dtype collectives can move; TypeError otherwise."""
+    if array_library(x) != "cupy" and not isinstance(x, np.ndarray):
+        if is_sharded(x) or isinstance(x, LocalTensor):
+            raise TypeError(f"expected a NumPy or CuPy array for the {what}, got a {type(x).__name__}")
+        x = np.asarray(x)
+    if x.dtype.kind in "OUSVMm":
+        raise TypeError(
+            f"dtensor_np distributes numeric and bool arrays; the {what} has dtype {x.dtype} "
+            f"(object, string, void and datetime dtypes cannot be reduced or moved by MPI)"
+        )
+    return x
+
+
+def astype(x: Any, dtype: Any) -> Any:
+    """``x.astype(dtype)`` as a function (NumPy < 2.1 has no ``np.astype``)."""
+    return x.astype(dtype)
+
+
+def as_array(x: Any) -> Any:
+    """A NumPy scalar or Python number as a 0-d array; arrays unchanged."""
+    return np.asarray(x) if isinstance(x, (np.generic, bool, int, float, complex)) else x

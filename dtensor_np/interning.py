@@ -1,0 +1,63 @@
+"""Interned values: a mesh, a placement or a spec exists once, so ``==`` and ``hash`` are identity.
+
+A class made with the :class:`Interned` metaclass validates and normalises a
+new value as usual (its ``__init__``), then looks its canonical key (the
+class's ``_key()``) up among the values made before and returns the one
+already there.  So two equal specs are one object: dict lookups keyed by
+specs hash at C speed (``object.__hash__``) and compare by identity, which is
+what lets one cache serve ``DTensor.redistribute``, the op dispatcher and the
+graph interpreter.  The table holds values weakly, so a value nobody uses any
+more is freed, and a value equal to it made later is the only one alive.
+Calls with plain scalar arguments (``Shard(0)``, ``Partial("max")``) skip the
+validation after the first time.
+
+Example:
+    >>> from dtensor_np import Shard, DeviceMesh
+    >>> Shard(0) is Shard(0), DeviceMesh((2, 2)) is DeviceMesh((2, 2))
+    (True, True)
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+__all__ = ["Interned"]
+
+_SCALARS = frozenset({int, str, float, bool, type(None)})
+_SIMPLE_LIMIT = 4096
+
+
+class Interned(type):
+    """Metaclass of immutable values that exist once (see the module doc).
+
+    A class using it defines ``_key()`` (a hashable tuple of its normalised
+    fields), ``__reduce__`` through its constructor, has a ``__weakref__``
+    slot, and keeps ``object``'s identity ``__eq__``/``__hash__``.
+    """
+
+    def __init__(cls, name: str, bases: tuple[type, ...], namespace: dict[str, Any]) -> None:
+        super().__init__(name, bases, namespace)
+        cls._interned = weakref.WeakValueDictionary()  # canonical key -> the value
+        cls._simple: dict[tuple[Any, ...], Any] = {}  # typed scalar arguments -> the value
+        cls._lock = threading.Lock()
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        simple = None
+        if not kwargs and all(a.__class__ in _SCALARS for a in args):
+            simple = tuple((a.__class__, a) for a in args)  # Shard(0) and Shard(False) differ
+            found = cls._simple.get(simple)
+            if found is not None:
+                return found
+        made = super().__call__(*args, **kwargs)
+        key = made._key()
+        with cls._lock:
+            value = cls._interned.get(key)
+            if value is None:
+                cls._interned[key] = value = made
+            if simple is not None:
+                if len(cls._simple) >= _SIMPLE_LIMIT:
+                    cls._simple.clear()
+                cls._simple[simple] = value
+        return value
