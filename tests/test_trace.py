@@ -198,7 +198,7 @@ def test_graph_is_immutable(rng):
     with pytest.raises(dataclasses.FrozenInstanceError):
         g.nodes = ()  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
-        g.nodes[0].args = ()  # type: ignore[misc]
+        g.nodes[0].inputs = ()  # type: ignore[misc]
     assert isinstance(g.nodes, tuple) and isinstance(g.nodes[0], Node)
 
 

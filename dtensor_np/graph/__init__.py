@@ -20,7 +20,8 @@ Example:
 
 from .distributed import graph_collectives, run_sharded
 from .evaluate import evaluate
-from .ir import Constant, Graph, GraphSharding, MeshOp, Node, NodeSharding, Redistribute, ShapeDtype, Var
+from .graph import Graph
+from .ir import CallParams, Constant, GraphSharding, Input, MeshOp, Node, NodeSharding, Redistribute, ShapeDtype, Var
 from .tracer import Tracer, trace
 from .verify import GraphError, verify
 
@@ -30,6 +31,8 @@ __all__ = [
     "ShapeDtype",
     "Var",
     "Node",
+    "CallParams",
+    "Input",
     "Graph",
     "Constant",
     "Redistribute",

@@ -2,7 +2,7 @@
 
 In simulated mode this process holds every rank of the mesh; under MPI it
 holds its own.  A redistribute node calls
-:func:`dtensor_np.redistribute.redistribute_shards` (the collectives); a
+:func:`dtensor_np.redistribute.redistributor` (the collectives); a
 lowered collective (see :mod:`dtensor_np.passes`) starts asynchronously
 (``iall_gather``, ``ireduce_scatter``... : MPI ``Iallgatherv``,
 ``Ireduce_scatter``...), its value is the in-flight handle, and its wait node
@@ -33,9 +33,10 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
-from collectives.counting import KINDS
+from collectives import KINDS
 
 from ..arrays import as_array
 from ..local_tensor import LocalTensor
@@ -44,8 +45,11 @@ from ..redistribute import redistribute_shards
 from ..runtime import backend_for
 from ..spec import DTensorSpec
 from .evaluate import bind_inputs, check_aval, constant_value, module_of
-from .ir import Constant, Graph, MeshOp, Node, Redistribute, Var
+from .ir import Constant, MeshOp, Node, Redistribute, Var
 from .pytree import unflatten
+
+if TYPE_CHECKING:
+    from .graph import Graph
 
 __all__ = ["run_sharded", "graph_collectives"]
 
@@ -117,14 +121,13 @@ _Step = tuple[int, Node, tuple[int, ...], tuple[int, ...], bool]
 class _Program:
     """A sharded graph prepared for running on some ranks: every node's inputs and outputs as variable ids.
 
-    Built once per (graph, ranks) and cached: ``Node.inputs`` flattens the
-    argument template, and variables hash slowly, so a call looks neither up.
+    Built once per (graph, ranks) and cached (:func:`_program`): variables
+    hash slowly, so a call never looks one up.
     """
 
-    __slots__ = ("graph", "steps", "expected")
+    __slots__ = ("steps", "expected")
 
     def __init__(self, graph: Graph, ranks: tuple[int, ...]) -> None:
-        self.graph = graph  # held, so its id is not reused while cached
         steps: list[_Step] = []
         nodes = graph.nodes
         skip = -1
@@ -159,19 +162,10 @@ class _Program:
         self.expected = tuple({r: spec.local_shape_of_rank(r) for r in ranks} for spec in sharding.inputs)
 
 
-_PROGRAMS: dict[tuple[int, tuple[int, ...]], _Program] = {}
-_PROGRAMS_LIMIT = 256
-
-
+@lru_cache(maxsize=256)
 def _program(graph: Graph, ranks: tuple[int, ...]) -> _Program:
-    key = (id(graph), ranks)
-    found = _PROGRAMS.get(key)
-    if found is not None and found.graph is graph:
-        return found
-    if len(_PROGRAMS) >= _PROGRAMS_LIMIT:
-        _PROGRAMS.clear()
-    program = _PROGRAMS[key] = _Program(graph, ranks)
-    return program
+    """The program of ``graph`` for ``ranks`` (graphs hash by identity: they are immutable)."""
+    return _Program(graph, ranks)
 
 
 def run_sharded(graph: Graph, *args: Any) -> Any:

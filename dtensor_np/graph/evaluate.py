@@ -15,14 +15,17 @@ Example:
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
 from collectives import array_module
 
-from .ir import Constant, Graph, ShapeDtype, Var
+from .ir import Constant, ShapeDtype, Var
 from .pytree import leaves_with_paths, path_name, unflatten
+
+if TYPE_CHECKING:
+    from .graph import Graph
 
 __all__ = ["evaluate", "bind_inputs", "check_aval", "module_of", "constant_value"]
 

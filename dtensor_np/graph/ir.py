@@ -1,13 +1,13 @@
-"""The graph IR: abstract values, variables, nodes and graphs, all frozen.
+"""The graph IR: abstract values, variables and nodes, all frozen (the graph itself is in :mod:`.graph`).
 
-A :class:`Graph` is a straight-line program in the spirit of a jaxpr: input
-variables, a tuple of :class:`Node` in execution order, and output
-variables.  Every variable is defined once (by an input or by one node) and
-carries an abstract value, :class:`ShapeDtype`.  A node applies a primitive
-(a NumPy function or ufunc method, a :class:`Constant`, or a
-:class:`Redistribute`) to a template of arguments in which variables stand
-where arrays go; everything else in the template (axes, shapes, Python
-scalars) is a static attribute.
+A :class:`~dtensor_np.graph.Graph` is a straight-line program in the spirit
+of a jaxpr: input variables, a tuple of :class:`Node` in execution order, and
+output variables.  Every variable is defined once (by an input or by one node)
+and carries an abstract value, :class:`ShapeDtype`.  A node applies a
+primitive (a NumPy function or ufunc method, a :class:`Constant`, or a
+:class:`Redistribute`) to its input variables; its static parameters (axes,
+shapes, Python scalars, and where each input goes in the call) are a
+:class:`CallParams`.
 
 Once a graph is sharded (see ``dtensor_np.tensor_parallel``), every node also
 has a :class:`NodeSharding` (the specs its inputs need, the specs of its
@@ -34,8 +34,9 @@ from typing import Any, Callable, ClassVar, Optional, Sequence
 import numpy as np
 
 from ..mesh import DeviceMesh
+from ..planner import explain, plan_redistribute
 from ..spec import DTensorSpec, TensorMeta
-from .pytree import TreeDef, flatten, unflatten
+from .pytree import flatten, unflatten
 
 __all__ = [
     "ShapeDtype",
@@ -46,7 +47,8 @@ __all__ = [
     "NodeSharding",
     "Node",
     "GraphSharding",
-    "Graph",
+    "Input",
+    "CallParams",
     "InputKey",
     "bound_method",
 ]
@@ -165,13 +167,10 @@ class Redistribute(Primitive):
 
     def collectives(self) -> tuple[str, ...]:
         """The collectives the planned redistribute issues, in order."""
-        from ..planner import plan_redistribute
-
         return tuple(s.kind for s in plan_redistribute(self.src, self.dst) if s.is_collective)
 
     def describe(self) -> str:
-        from ..planner import explain, plan_redistribute
-
+        """The plan's chain of placements and its collectives, e.g. ``S(0)->R [all_gather]``."""
         kinds = self.collectives()
         return f"{explain(plan_redistribute(self.src, self.dst), self.src)} [{', '.join(kinds) or 'local'}]"
 
@@ -239,25 +238,84 @@ class NodeSharding:
         return self.note.startswith("replicated")
 
 
+@dataclass(frozen=True, slots=True)
+class Input:
+    """Where a node's input goes in its call: ``Input(i)`` stands for ``node.inputs[i]``.
+
+    Example:
+        >>> Input(0)
+        Input(index=0)
+    """
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class CallParams:
+    """The static parameters of a NumPy call: its arguments with :class:`Input` where arrays go, its method, its result.
+
+    ``args`` and ``kwargs`` are the call's positional and keyword arguments
+    (keywords sorted by name), with ``Input(i)`` in place of the node's
+    ``i``-th input (at any depth: ``np.concatenate([a, b])`` has ``args ==
+    ([Input(0), Input(1)],)``); ``method`` is ``"__call__"`` or a ufunc
+    method (``"reduce"``).
+
+    Example:
+        >>> p = CallParams((Input(0),), (("axis", 0),))
+        >>> p.bind(["x"])
+        (('x',), {'axis': 0})
+    """
+
+    args: tuple[Any, ...]
+    kwargs: tuple[tuple[str, Any], ...] = ()
+    method: str = "__call__"
+
+    def bind(self, values: Sequence[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The call's arguments with ``values[i]`` in place of ``Input(i)``."""
+        leaves, tree = flatten((self.args, dict(self.kwargs)))
+        args, kwargs = unflatten(tree, [values[x.index] if isinstance(x, Input) else x for x in leaves])
+        return args, kwargs
+
+    @classmethod
+    def of_call(cls, args: tuple[Any, ...], kwargs: dict[str, Any],
+                method: str = "__call__") -> tuple[CallParams, tuple[Var, ...]]:
+        """A call written with :class:`Var` where arrays go, as its parameters and its inputs (every Var, in order)."""
+        leaves, tree = flatten((tuple(args), dict(sorted(kwargs.items()))))
+        inputs: list[Var] = []
+        template = []
+        for x in leaves:
+            if isinstance(x, Var):
+                template.append(Input(len(inputs)))
+                inputs.append(x)
+            else:
+                template.append(x)
+        t_args, t_kwargs = unflatten(tree, template)
+        return cls(t_args, tuple(sorted(t_kwargs.items())), method), tuple(inputs)
+
+
 @dataclass(frozen=True, eq=False, slots=True)
 class Node:
-    """One operation: ``outputs = fn.method(*args, **kwargs)``, with :class:`Var` where arrays go.
+    """One operation, like a jaxpr equation: a primitive, its input and output variables, its static parameters.
 
-    ``out_kind`` says whether the call returns one array, or a tuple or list
-    of them (one output variable each).
+    ``fn`` is a NumPy callable or ufunc (with ``params`` saying how it is
+    called) or an IR primitive (a :class:`Constant`, :class:`Redistribute` or
+    :class:`MeshOp`, whose fields are its parameters; ``params`` None: it is
+    called as ``fn(*inputs)``).  ``inputs`` lists every value the node reads,
+    in order (a value read twice appears twice), so passes and interpreters
+    read them directly; ``out_kind`` is ``"array"`` for one output, else
+    ``"tuple"`` or ``"list"``.
 
     Example:
         >>> from dtensor_np.graph import trace
         >>> n = trace(lambda x: x.sum(axis=0), ShapeDtype((3, 2), "f8")).nodes[0]
-        >>> n.op, dict(n.kwargs), str(n.outputs[0].aval)
-        ('sum', {'axis': 0}, 'f64[2]')
+        >>> n.op, n.params.kwargs, [str(v) for v in n.inputs], str(n.outputs[0].aval)
+        ('sum', (('axis', 0),), ['x'], 'f64[2]')
     """
 
     fn: Any
-    args: tuple[Any, ...]
-    kwargs: tuple[tuple[str, Any], ...]
+    inputs: tuple[Var, ...]
     outputs: tuple[Var, ...]
-    method: str = "__call__"
+    params: Optional[CallParams] = None
     out_kind: str = "array"
     sharding: Optional[NodeSharding] = None
 
@@ -270,13 +328,30 @@ class Node:
         return name if self.method == "__call__" else f"{name}.{self.method}"
 
     @property
-    def inputs(self) -> tuple[Var, ...]:
-        """Every variable in the argument template, in order (a variable used twice appears twice)."""
-        leaves, _ = flatten((self.args, dict(self.kwargs)))
-        return tuple(x for x in leaves if isinstance(x, Var))
+    def method(self) -> str:
+        """``"__call__"``, or the ufunc method the node calls."""
+        return "__call__" if self.params is None else self.params.method
+
+    @property
+    def args(self) -> tuple[Any, ...]:
+        """The positional arguments, with the input variables where arrays go (for printing and checks)."""
+        return self.substitute(self.inputs)[0]
+
+    @property
+    def kwargs(self) -> tuple[tuple[str, Any], ...]:
+        """The keyword arguments, sorted by name, with the input variables where arrays go."""
+        return tuple(sorted(self.substitute(self.inputs)[1].items()))
+
+    def substitute(self, values: Sequence[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The call's arguments with ``values`` (one per input) in place of the inputs."""
+        if len(values) != len(self.inputs):
+            raise TypeError(f"{self.op}: expected {len(self.inputs)} values, got {len(values)}")
+        if self.params is None:
+            return tuple(values), {}
+        return self.params.bind(values)
 
     def call(self, values: Sequence[Any]) -> Any:
-        """Run the primitive with ``values`` in place of the input variables (in ``inputs`` order)."""
+        """Run the primitive with ``values`` in place of the inputs (in ``inputs`` order)."""
         args, kwargs = self.substitute(values)
         return bound_method(self.fn, self.method)(*args, **kwargs)
 
@@ -284,19 +359,11 @@ class Node:
         """A call's result as one value per output variable."""
         return (result,) if self.out_kind == "array" else tuple(result)
 
-    def substitute(self, values: Sequence[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """The argument template with ``values`` in place of the input variables."""
-        leaves, tree = flatten((self.args, dict(self.kwargs)))
-        it = iter(values)
-        args, kwargs = unflatten(tree, [next(it) if isinstance(x, Var) else x for x in leaves])
-        return args, kwargs
-
     def with_inputs(self, new_inputs: Sequence[Var]) -> Node:
         """The same node reading ``new_inputs`` (one per entry of ``inputs``)."""
         if len(new_inputs) != len(self.inputs):
             raise TypeError(f"{self.op}: expected {len(self.inputs)} inputs, got {len(new_inputs)}")
-        args, kwargs = self.substitute(new_inputs)
-        return replace(self, args=args, kwargs=tuple(sorted(kwargs.items())))
+        return replace(self, inputs=tuple(new_inputs))
 
 
 def bound_method(fn: Any, method: str) -> Callable[..., Any]:
@@ -323,56 +390,3 @@ class GraphSharding:
     inputs: tuple[DTensorSpec, ...]
     local_args: tuple[int, ...] = (0,)
     outputs: Optional[tuple[DTensorSpec, ...]] = None
-
-
-
-@dataclass(frozen=True, eq=False, slots=True)
-class Graph:
-    """A traced program.  ``graph(*args)`` runs it; ``str(graph)`` prints one line per node.
-
-    ``input_keys[i]`` says which argument (and which leaf inside it) feeds
-    ``inputs[i]``; ``arg_names`` are the traced function's parameter names;
-    ``out_tree`` rebuilds the returned pytree.  ``sharding`` is None until a
-    pass places the graph on a mesh.
-    """
-
-    inputs: tuple[Var, ...]
-    nodes: tuple[Node, ...]
-    outputs: tuple[Var, ...]
-    input_keys: tuple[InputKey, ...]
-    arg_names: tuple[str, ...]
-    out_tree: TreeDef
-    sharding: Optional[GraphSharding] = None
-
-    @property
-    def mesh(self) -> Optional[DeviceMesh]:
-        """The mesh of a sharded graph, else None."""
-        return None if self.sharding is None else self.sharding.mesh
-
-    def specs(self) -> dict[Var, DTensorSpec]:
-        """The spec of every variable of a sharded graph (empty for an unsharded one)."""
-        if self.sharding is None:
-            return {}
-        out = dict(zip(self.inputs, self.sharding.inputs))
-        for node in self.nodes:
-            if node.sharding is not None:
-                out.update(zip(node.outputs, node.sharding.outputs))
-        return out
-
-    def __call__(self, *args: Any) -> Any:
-        """Run the graph: on full arrays when unsharded; on local shards across the mesh when sharded."""
-        if self.sharding is None:
-            from .evaluate import evaluate
-
-            return evaluate(self, *args)
-        from .distributed import run_sharded
-
-        return run_sharded(self, *args)
-
-    def __str__(self) -> str:
-        from .printing import format_graph
-
-        return format_graph(self)
-
-    def __repr__(self) -> str:
-        return f"<Graph: {len(self.inputs)} inputs, {len(self.nodes)} nodes, {len(self.outputs)} outputs>"

@@ -20,12 +20,15 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..spec import DTensorSpec
-from .ir import Graph, MeshOp, Node, Redistribute, Var
+from .ir import MeshOp, Node, Redistribute, Var
+
+if TYPE_CHECKING:
+    from .graph import Graph
 
 __all__ = ["format_graph", "format_value"]
 

@@ -38,7 +38,8 @@ from collectives.device import is_device_array
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from ..arrays import astype
-from .ir import Constant, Graph, Node, ShapeDtype, Var, bound_method
+from .graph import Graph
+from .ir import CallParams, Constant, Node, ShapeDtype, Var, bound_method
 from .pytree import flatten, leaves_with_paths, path_name, unflatten
 
 __all__ = ["Tracer", "trace", "abstract_eval", "output_avals", "placeholder"]
@@ -104,7 +105,7 @@ class _Recorder:
         if found is not None and found[0] is value:
             return found[1]
         var = self.new_var(ShapeDtype.of(value))
-        self.nodes.append(Node(Constant(value), (), (), (var,)))
+        self.nodes.append(Node(Constant(value), (), (var,)))
         self._constants[id(value)] = (value, var)
         return var
 
@@ -119,7 +120,8 @@ class _Recorder:
         if results is None:
             return result  # a static answer, e.g. np.shape(x)
         outputs = tuple(self.new_var(ShapeDtype.of(r)) for r in results)
-        self.nodes.append(Node(fn, t_args, tuple(sorted(t_kwargs.items())), outputs, method, out_kind))
+        params, inputs = CallParams.of_call(t_args, t_kwargs, method)
+        self.nodes.append(Node(fn, inputs, outputs, params, out_kind))
         tracers = [Tracer(v, self) for v in outputs]
         if out_kind == "array":
             return tracers[0]

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from ..errors import ShardingError
 from ..spec import DTensorSpec
-from .ir import Constant, Graph, MeshOp, Node, Redistribute, ShapeDtype, Var
+from .graph import Graph
+from .ir import Constant, MeshOp, Node, Redistribute, ShapeDtype, Var
 from .tracer import output_avals
 
 __all__ = ["GraphError", "verify"]

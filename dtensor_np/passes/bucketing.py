@@ -61,7 +61,8 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Union
 
 from ..errors import ShardingError
-from ..graph.ir import Graph, MeshOp, Node, NodeSharding, Var
+from ..graph.graph import Graph
+from ..graph.ir import MeshOp, Node, NodeSharding, Var
 from ..graph.verify import verify
 from ..spec import DTensorSpec
 from .bucket_layout import BucketLayout, BucketPack, BucketUnpack
@@ -239,10 +240,10 @@ def _merge(graph: Graph, buckets: list[list[int]], kind: str, byte_view: bool) -
         copy_in = NodeSharding(in_specs, (buf_before,), pack.local)  # type: ignore[arg-type]
         split_out = NodeSharding((buf_after,), out_specs, unpack.local)  # type: ignore[arg-type]
         nodes += [
-            Node(pack, ins, (), (packed,), sharding=copy_in),
-            Node(layout.collective(), (packed,), (), (pending,), sharding=NodeSharding((buf_before,), (buf_after,))),
-            Node(WAIT, (pending,), (), (received,), sharding=NodeSharding((buf_after,), (buf_after,))),
-            Node(unpack, (received,), (), outs, out_kind="tuple", sharding=split_out),
+            Node(pack, ins, (packed,), sharding=copy_in),
+            Node(layout.collective(), (packed,), (pending,), sharding=NodeSharding((buf_before,), (buf_after,))),
+            Node(WAIT, (pending,), (received,), sharding=NodeSharding((buf_after,), (buf_after,))),
+            Node(unpack, (received,), outs, out_kind="tuple", sharding=split_out),
         ]
     return replace(graph, nodes=tuple(nodes))
 

@@ -38,7 +38,8 @@ from dataclasses import replace
 from typing import Iterator
 
 from ..errors import ShardingError
-from ..graph.ir import Graph, Node, NodeSharding, Redistribute, Var
+from ..graph.graph import Graph
+from ..graph.ir import Node, NodeSharding, Redistribute, Var
 from ..graph.verify import verify
 from ..planner import plan_redistribute
 from .ops import WAIT, Collective, LocalStep, local_step_function
@@ -84,7 +85,7 @@ def _lower_node(node: Node, ids: Iterator[int]) -> list[Node]:
     steps = plan_redistribute(src, dst)
     if not steps:  # only size-1 mesh dims differ: nothing moves
         relabel = NodeSharding((src,), (dst,), local_step_function(None))
-        return [Node(LocalStep("relabel"), (x,), (), (out,), sharding=relabel)]
+        return [Node(LocalStep("relabel"), (x,), (out,), sharding=relabel)]
     new: list[Node] = []
     for i, step in enumerate(steps):
         target = out if i == len(steps) - 1 else Var(next(ids), x.aval)
@@ -92,12 +93,12 @@ def _lower_node(node: Node, ids: Iterator[int]) -> list[Node]:
         if step.is_collective:
             pending = Var(next(ids), x.aval)
             start = Collective.from_step(step)
-            new.append(Node(start, (x,), (), (pending,), sharding=NodeSharding((before,), (after,))))
-            new.append(Node(WAIT, (pending,), (), (target,), sharding=NodeSharding((after,), (after,))))
+            new.append(Node(start, (x,), (pending,), sharding=NodeSharding((before,), (after,))))
+            new.append(Node(WAIT, (pending,), (target,), sharding=NodeSharding((after,), (after,))))
         else:
             op = LocalStep(step.kind, step.mesh_dims)
             local = local_step_function(step)
-            new.append(Node(op, (x,), (), (target,), sharding=NodeSharding((before,), (after,), local)))
+            new.append(Node(op, (x,), (target,), sharding=NodeSharding((before,), (after,), local)))
         x = target
     return new
 

@@ -42,7 +42,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import replace
 
-from ..graph.ir import Graph, MeshOp, Node
+from ..graph.graph import Graph
+from ..graph.ir import MeshOp, Node
 from ..graph.verify import GraphError
 
 __all__ = ["schedule", "eager_nodes"]

@@ -41,7 +41,8 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 from ..dtensor import distribute_tensor
 from ..errors import ShardingError
-from ..graph.ir import Graph, GraphSharding, Node, NodeSharding, Redistribute, ShapeDtype, Var
+from ..graph.graph import Graph
+from ..graph.ir import GraphSharding, Node, NodeSharding, Redistribute, ShapeDtype, Var
 from ..graph.verify import verify
 from ..mesh import DeviceMesh
 from ..placements import Placement, Replicate
@@ -122,7 +123,7 @@ def shard_graph(
         if key not in moved:
             out = Var(next_id, var.aval)
             next_id += 1
-            nodes.append(Node(Redistribute(have, need), (var,), (), (out,), sharding=NodeSharding((have,), (need,))))
+            nodes.append(Node(Redistribute(have, need), (var,), (out,), sharding=NodeSharding((have,), (need,))))
             specs[out] = need
             moved[key] = out
         return moved[key]

@@ -1,0 +1,150 @@
+"""The layering rules of the packages, checked by reading their imports.
+
+* No import cycles among the modules of ``dtensor_np`` and ``collectives``,
+  counting imports inside functions too (the usual way to hide a cycle), and
+  leaving out only those under ``if TYPE_CHECKING:``.
+* No module imports a leading-underscore name from another module.
+* ``collectives`` (the lower layer) imports nothing from ``dtensor_np``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("dtensor_np", "collectives")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            found[_module_name(path)] = path
+    return found
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST):
+    """Every import statement of a module, including in functions, skipping ``if TYPE_CHECKING:`` blocks."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                stack.extend(child.orelse)
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child
+            stack.append(child)
+
+
+def _resolve(module: str, path: Path, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _edges(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> the project modules it imports (``from pkg import submodule`` counts as the submodule)."""
+    edges: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in _imports(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = _resolve(name, path, node)
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    edges[name].add(target)
+    return edges
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_checker_finds_a_cycle_and_an_underscore_import(tmp_path):
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+    tree = ast.parse("from .spec import _local_block\nif TYPE_CHECKING:\n    from .x import y\ndef f():\n    from .z import w\n")
+    names = [(n.module, [a.name for a in n.names]) for n in _imports(tree)]
+    assert ("spec", ["_local_block"]) in names and ("z", ["w"]) in names and ("x", ["y"]) not in names
+
+
+def test_no_import_cycles():
+    assert _cycles(_edges(_modules())) == []
+
+
+def test_no_module_imports_a_private_name_from_another():
+    offenders = []
+    modules = _modules()
+    for name, path in modules.items():
+        for node in _imports(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                if private:
+                    offenders.append(f"{name} imports {private} from {_resolve(name, path, node)}")
+            else:
+                private = [a.name for a in node.names if any(p.startswith("_") for p in a.name.split("."))]
+                if private:
+                    offenders.append(f"{name} imports {private}")
+    assert offenders == []
+
+
+@pytest.mark.parametrize("package", ["collectives"])
+def test_collectives_imports_nothing_from_dtensor_np(package):
+    edges = _edges(_modules())
+    offenders = {v: sorted(w for w in ws if w.startswith("dtensor_np")) for v, ws in edges.items() if v.startswith(package)}
+    assert {v: ws for v, ws in offenders.items() if ws} == {}
