@@ -335,7 +335,37 @@ class _Runner:
         send_spec, recv_spec, extra = call.send_spec, call.recv_spec, call.extra
         ndarray, counters, record = np.ndarray, counting.active, counting.record
 
-        def run(shards: Shards) -> dict[int, Array]:
+        # One closure per number of trailing arguments: a call with ``*extra`` costs ~50 ns more.
+        if not extra:
+            def run(shards: Shards) -> dict[int, Array]:
+                x = shards[rank]
+                if x.__class__ is not ndarray or x.shape != shape or x.dtype != dtype or not x.flags.c_contiguous:
+                    return execute(x, True)
+                if counters:
+                    record(kind, nbytes)
+                send = x if pack is None else pack(x)
+                recv = new()
+                mpi_fn([send, *send_spec], [recv, *recv_spec])
+                return {rank: recv if finish is None else finish(recv)}
+
+            return run
+        if len(extra) == 1:
+            (last,) = extra
+
+            def run_one(shards: Shards) -> dict[int, Array]:
+                x = shards[rank]
+                if x.__class__ is not ndarray or x.shape != shape or x.dtype != dtype or not x.flags.c_contiguous:
+                    return execute(x, True)
+                if counters:
+                    record(kind, nbytes)
+                send = x if pack is None else pack(x)
+                recv = new()
+                mpi_fn([send, *send_spec], [recv, *recv_spec], last)
+                return {rank: recv if finish is None else finish(recv)}
+
+            return run_one
+
+        def run_many(shards: Shards) -> dict[int, Array]:
             x = shards[rank]
             if x.__class__ is not ndarray or x.shape != shape or x.dtype != dtype or not x.flags.c_contiguous:
                 return execute(x, True)
@@ -346,7 +376,7 @@ class _Runner:
             mpi_fn([send, *send_spec], [recv, *recv_spec], *extra)
             return {rank: recv if finish is None else finish(recv)}
 
-        return run
+        return run_many
 
     def start(self, shards: Shards) -> Handle:
         """Start the collective on this rank's array; the handle's ``wait()`` returns ``{rank: result}``."""
