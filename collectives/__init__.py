@@ -26,6 +26,7 @@ from .mpi import MpiBackend
 from .recycling import allocator, release_buffers
 from .registry import get_backend
 from .simulated import SimulatedBackend
+from .spmd import SpmdError, check_spmd, checking_spmd
 from .types import REDUCE_OPS, Array, Group, Groups, ReduceOp, Shapes, Shards, Sizes
 
 __all__ = [
@@ -45,10 +46,13 @@ __all__ = [
     "Shapes",
     "Shards",
     "SimulatedBackend",
+    "SpmdError",
     "Sizes",
     "allocator",
     "array_module",
     "chunk_size_and_offset",
+    "check_spmd",
+    "checking_spmd",
     "chunk_sizes",
     "comm_counter",
     "cuda_aware_mpi",

@@ -33,7 +33,7 @@ from .errors import CollectiveError
 from .handles import Handle
 from .types import Array, Groups, ReduceOp, Shapes, Shards, Sizes
 
-__all__ = ["MAX_DESCRIPTOR_LENGTH", "Backend", "Prepared"]
+__all__ = ["MAX_DESCRIPTOR_LENGTH", "Backend", "Prepared", "frozen"]
 
 MAX_DESCRIPTOR_LENGTH = 16
 """The most ints ``gather_descriptors`` accepts per rank."""
@@ -68,12 +68,17 @@ class Prepared:
                 f"mpi_call={self.mpi_call})")
 
 
-def _frozen(value: Any) -> Any:
-    """A hashable stand-in for a call argument (mappings and sequences become tuples)."""
+def frozen(value: Any) -> Any:
+    """A hashable stand-in for a call argument (mappings and sequences become tuples).
+
+    Example:
+        >>> frozen({"in_sizes": {1: 2, 0: 3}, "axis": 0})
+        (('axis', 0), ('in_sizes', ((0, 3), (1, 2))))
+    """
     if isinstance(value, Mapping):
-        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+        return tuple(sorted((k, frozen(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
-        return tuple(_frozen(v) for v in value)
+        return tuple(frozen(v) for v in value)
     return value
 
 
@@ -139,8 +144,8 @@ class Backend(ABC):
             )
         dtype = np.dtype(dtype)
         try:
-            frozen = (_frozen(groups), tuple((r, tuple(s)) for r, s in shapes.items()), _frozen(arguments))
-            key = _CallKey(frozen, groups, shapes, arguments)
+            hashable = (frozen(groups), tuple((r, tuple(s)) for r, s in shapes.items()), frozen(arguments))
+            key = _CallKey(hashable, groups, shapes, arguments)
             hash(key)
         except TypeError:  # unhashable pieces: validated (and refused) below, uncached
             return self._prepare(kind, groups, dict(shapes), dtype, arguments)

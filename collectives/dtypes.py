@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from mpi4py import MPI
 
 __all__ = [
+    "block_datatype",
     "bytes_datatype",
     "dtype_code",
     "dtype_name",
@@ -106,3 +107,17 @@ def bytes_datatype(itemsize: int) -> MPI.Datatype:
     from mpi4py import MPI
 
     return MPI.BYTE.Create_contiguous(itemsize).Commit()
+
+
+@functools.lru_cache(maxsize=1024)
+def block_datatype(dtype: np.dtype, shape: tuple[int, ...], block: tuple[int, ...],
+                   offset: tuple[int, ...]) -> MPI.Datatype:
+    """A committed datatype that picks the block of ``block`` shape at ``offset`` out of a C array of ``shape``.
+
+    One element of it is the whole block (an MPI subarray type); the block
+    must not be empty.
+    """
+    element = movement_datatype(dtype)
+    if not shape:  # a 0-d array: the block is its one element
+        return element
+    return element.Create_subarray(list(shape), list(block), list(offset)).Commit()

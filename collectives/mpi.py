@@ -47,23 +47,35 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 import numpy as np
 
 from . import counting
+import zlib
+
 from .abort import install_abort_on_error
 from .agreement import DESCRIPTOR_LENGTH, MemberInfo, call_fingerprint, decode, encode, status_of, verify
 from .arguments import describe_keys, group_layout
-from .backend import MAX_DESCRIPTOR_LENGTH, Backend, Prepared
+from .backend import MAX_DESCRIPTOR_LENGTH, Backend, Prepared, frozen
 from .device import is_device_array, stage_for_mpi
 from .dtypes import dtype_code, validate_dtype
 from .errors import CollectiveError
 from .handles import Handle
 from .ops import OPS, CollectiveOp, MpiCall
 from .packing import new_array
+from .spmd import SpmdError, call_site, checking
 from .threads import share_cores_among_ranks
+from .watchdog import start_watchdog
 from .types import Array, Groups, Shards
 
 if TYPE_CHECKING:
     from mpi4py import MPI
 
 __all__ = ["MpiBackend"]
+
+_ALL_TRUE = call_fingerprint("all_true")
+_GATHER_DESCRIPTORS = call_fingerprint("gather_descriptors")
+
+
+def layout_groups(groups: Groups, world_size: int) -> Groups:
+    """``groups`` as validated tuples (the form every rank fingerprints)."""
+    return group_layout(groups, world_size).groups
 
 
 class _Team(NamedTuple):
@@ -79,6 +91,9 @@ class _Team(NamedTuple):
 
 # parent communicator handle -> groups -> team (one Comm.Split per partition and process)
 _TEAMS: dict[int, dict[Any, _Team]] = {}
+# parent communicator handle -> a duplicate for the SPMD check and the watchdog's exit notices
+_SERVICE: dict[int, MPI.Intracomm] = {}
+_SPMD_TEXT = 240  # bytes of each rank's description of its collective when the SPMD check fails
 
 
 class MpiBackend(Backend):
@@ -107,7 +122,14 @@ class MpiBackend(Backend):
         self.world_size: int = self.comm.Get_size()
         self.ranks: tuple[int, ...] = (self.rank,)
         self._teams = _TEAMS.setdefault(self.comm.handle, {})
+        service = _SERVICE.get(self.comm.handle)
+        if service is None:  # collective, like the backend itself: every rank makes its backend together
+            service = _SERVICE[self.comm.handle] = self.comm.Dup()
+        self._service = service
+        self._checked_calls = 0
         install_abort_on_error(MPI.COMM_WORLD)
+        if comm is None:
+            start_watchdog(self.comm, service)
         # BLAS threads: this rank's share of the node's cores (see ``threads``); once per process
         self.blas_threads: int | None = share_cores_among_ranks(self.world_size) if comm is None else None
 
@@ -121,14 +143,15 @@ class MpiBackend(Backend):
         cls = OPS.get(kind)
         if cls is None:
             raise CollectiveError(f"unknown collective {kind!r}: expected one of {tuple(OPS)}")
-        team = self._team(groups)
+        fingerprint = call_fingerprint(kind, layout_groups(groups, self.world_size), frozen(arguments), dtype.str)
+        team = self._team(groups, lambda: f"{kind} {dict(arguments)} on groups {groups}")
         if len(shapes) != 1 or self.rank not in shapes:
             raise self._keys_error(kind, shapes)
         shape = tuple(int(n) for n in shapes[self.rank])
         validate_dtype(dtype, kind)
         op = cls.parse(len(shape), team.group, **arguments)
         op.check_local(self.rank, team.position, shape, dtype)
-        runner = _Runner(self.rank, team, op, shape, dtype)
+        runner = _Runner(self, team, op, shape, dtype, fingerprint)
         out_shape = op.out_shape(shape, team.position, team.size)
         return Prepared(kind, dtype, {self.rank: shape}, {self.rank: out_shape}, runner.host.call.name,
                         runner.run, runner.start)
@@ -136,7 +159,11 @@ class MpiBackend(Backend):
     def _checked(self, kind: str, shards: Shards, groups: Groups, check: bool,
                  arguments: Mapping[str, Any]) -> tuple[Prepared, dict[int, Array]]:
         """This rank's array and its prepared call; with ``check`` the group agrees first (see the module doc)."""
-        team = self._team(groups)  # invalid groups raise here, on every rank alike
+        describe = lambda: f"{kind} {dict(arguments)} on groups {groups}"  # noqa: E731
+        if checking:
+            self.check_spmd_call(call_fingerprint(kind, layout_groups(groups, self.world_size), frozen(arguments)),
+                                 describe)
+        team = self._team(groups, describe)  # invalid groups raise here, on every rank alike
         x, op, error = None, None, None
         try:
             if len(shards) != 1 or self.rank not in shards:
@@ -162,6 +189,30 @@ class MpiBackend(Backend):
         """``Barrier`` over the whole world."""
         self.comm.Barrier()
 
+    def check_spmd_call(self, fingerprint: int, describe: Callable[[], str]) -> None:
+        """The SPMD check (see :mod:`collectives.spmd`): every rank issues this call from the same line, or all raise.
+
+        One ``Allgather`` over the world of (call fingerprint, call site, count);
+        on a mismatch a second one shares every rank's ``describe()`` and call
+        site, and every rank raises :class:`~collectives.spmd.SpmdError` with all of them.
+        """
+        site = call_site(2)
+        self._checked_calls += 1
+        mine = np.array([fingerprint, zlib.crc32(site.encode()), self._checked_calls], np.int64)
+        rows = np.empty((self.world_size, 3), np.int64)
+        self._service.Allgather(mine, rows)
+        if (rows[:, :2] == mine[:2]).all():
+            return
+        text = f"{describe()} at {site} (collective #{self._checked_calls} of this rank)".encode()[:_SPMD_TEXT]
+        texts = np.zeros((self.world_size, _SPMD_TEXT), np.uint8)
+        self._service.Allgather(np.frombuffer(text.ljust(_SPMD_TEXT, b"\0"), np.uint8), texts)
+        lines = [f"  rank {r}: {bytes(texts[r]).rstrip(bytes(1)).decode(errors='replace')}" for r in range(self.world_size)]
+        raise SpmdError(
+            "SPMD check: the ranks do not issue the same collective from the same line (they took different "
+            "paths through the program; without the check they would hang or pair the wrong calls):\n"
+            + "\n".join(lines)
+        )
+
     # -- helpers for the higher layer -----------------------------------------
 
     def all_true(self, flag_per_rank: Mapping[int, bool]) -> bool:
@@ -172,6 +223,8 @@ class MpiBackend(Backend):
         keys_ok = len(flag_per_rank) == 1 and self.rank in flag_per_rank
         mine = np.array([1 if keys_ok and bool(flag_per_rank[self.rank]) else 0], np.int32)
         everyone = np.empty(1, np.int32)
+        if checking:
+            self.check_spmd_call(_ALL_TRUE, lambda: "all_true")
         self._world_comm().Allreduce(mine, everyone, _mpi().MIN)
         if not keys_ok:
             raise self._keys_error("all_true", flag_per_rank)
@@ -198,6 +251,8 @@ class MpiBackend(Backend):
             error = exc
             row[0] = -1
         rows = np.empty((self.world_size, 1 + MAX_DESCRIPTOR_LENGTH), np.int64)
+        if checking:
+            self.check_spmd_call(_GATHER_DESCRIPTORS, lambda: "gather_descriptors")
         self._world_comm().Allgather(row, rows)
         if error is not None:
             raise error
@@ -238,18 +293,25 @@ class MpiBackend(Backend):
         infos = [decode(rows[i], team.group[i]) for i in range(team.size)]
         verify(kind, team.group, infos, op)
 
-    def _team(self, groups: Groups) -> _Team:
-        """This rank's group communicator for ``groups`` (made on first use, then cached)."""
+    def _team(self, groups: Groups, describe: Callable[[], str] = lambda: "a collective") -> _Team:
+        """This rank's group communicator for ``groups`` (made on first use, then cached).
+
+        Making one is a collective on the whole world (``Comm.Split``), the
+        first time each rank uses these groups; under the SPMD check the ranks
+        first agree on it (``describe()`` says for what).
+        """
         try:
             team = self._teams.get(groups)
         except TypeError:  # unhashable groups (lists): normalised below
             team = None
-        return team if team is not None else self._new_team(groups)
+        return team if team is not None else self._new_team(groups, describe)
 
-    def _new_team(self, groups: Groups) -> _Team:
+    def _new_team(self, groups: Groups, describe: Callable[[], str]) -> _Team:
         layout = group_layout(groups, self.world_size)
         team = self._teams.get(layout.groups)
         if team is None:
+            if checking:
+                self.check_spmd_call(call_fingerprint("groups", layout.groups), lambda: f"new groups for {describe()}")
             rank = self.rank
             group = layout.group_of(rank)
             comm = self.comm.Split(layout.group_index[rank], layout.position[rank])
@@ -315,31 +377,34 @@ class _Runner:
     byte order, a CuPy array, a non-blocking start) through the same call.
     """
 
-    __slots__ = ("rank", "team", "op", "shape", "dtype", "nbytes", "host", "device", "run")
+    __slots__ = ("backend", "rank", "team", "op", "shape", "dtype", "nbytes", "fingerprint", "host", "device", "run")
 
-    def __init__(self, rank: int, team: _Team, op: CollectiveOp, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    def __init__(self, backend: MpiBackend, team: _Team, op: CollectiveOp, shape: tuple[int, ...], dtype: np.dtype,
+                 fingerprint: int) -> None:
         native = _native(dtype)
-        self.rank, self.team, self.op, self.shape, self.dtype = rank, team, op, shape, native
+        self.backend, self.rank, self.team, self.op, self.shape, self.dtype = backend, backend.rank, team, op, shape, native
+        self.fingerprint = fingerprint  # what every rank must issue too, under the SPMD check
         self.nbytes = math.prod(shape) * native.itemsize
         self.host = _Plan(op.mpi_call(team.position, team.size, shape, native, np), team.comm, native, np)
         self.device: Optional[_Plan] = None
         self.run = self._hot_path()
 
     def _hot_path(self) -> Callable[[Shards], dict[int, Array]]:
-        rank, shape, dtype, nbytes, kind = self.rank, self.shape, self.dtype, self.nbytes, self.op.name
+        rank, shape, dtype, nbytes, kind = self.rank, self.shape, self.dtype, self.nbytes, self.op.counted_as
         plan, execute = self.host, self.execute
         call = plan.call
         if call.send_spec is None or call.in_place:
             return lambda shards: execute(shards[rank], True)
         mpi_fn, new, pack, finish = plan.blocking, plan.new, call.pack, call.finish
         send_spec, recv_spec, extra = call.send_spec, call.recv_spec, call.extra
-        ndarray, counters, record = np.ndarray, counting.active, counting.record
+        ndarray, counters, record, spmd = np.ndarray, counting.active, counting.record, checking
 
         # One closure per number of trailing arguments: a call with ``*extra`` costs ~50 ns more.
         if not extra:
             def run(shards: Shards) -> dict[int, Array]:
                 x = shards[rank]
-                if x.__class__ is not ndarray or x.shape != shape or x.dtype != dtype or not x.flags.c_contiguous:
+                if (spmd or x.__class__ is not ndarray or x.shape != shape or x.dtype != dtype
+                        or not x.flags.c_contiguous):
                     return execute(x, True)
                 if counters:
                     record(kind, nbytes)
@@ -354,7 +419,8 @@ class _Runner:
 
             def run_one(shards: Shards) -> dict[int, Array]:
                 x = shards[rank]
-                if x.__class__ is not ndarray or x.shape != shape or x.dtype != dtype or not x.flags.c_contiguous:
+                if (spmd or x.__class__ is not ndarray or x.shape != shape or x.dtype != dtype
+                        or not x.flags.c_contiguous):
                     return execute(x, True)
                 if counters:
                     record(kind, nbytes)
@@ -367,7 +433,7 @@ class _Runner:
 
         def run_many(shards: Shards) -> dict[int, Array]:
             x = shards[rank]
-            if x.__class__ is not ndarray or x.shape != shape or x.dtype != dtype or not x.flags.c_contiguous:
+            if spmd or x.__class__ is not ndarray or x.shape != shape or x.dtype != dtype or not x.flags.c_contiguous:
                 return execute(x, True)
             if counters:
                 record(kind, nbytes)
@@ -386,22 +452,28 @@ class _Runner:
         """Run (``blocking``) or start the collective on any input of the prepared shape."""
         restore = sync = None
         plan = self.host
+        reads = plan.call.reads_input  # False: a non-root member, whose data is never read (no staging, no copy)
         if is_device_array(x):
-            staged = stage_for_mpi(x, host_only=plan.call.host_only)
+            staged = stage_for_mpi(x, host_only=plan.call.host_only, transfer=reads)
             if staged.xp is np:  # through host memory
                 x, restore = staged.buffer, staged.restore
             else:  # CUDA-aware MPI: device buffers straight to MPI
                 plan, sync = self._device_plan(staged.xp), staged.sync
-                x = staged.xp.ascontiguousarray(x)
-        if plan is self.host:
+                x = staged.xp.ascontiguousarray(x) if reads else x
+        elif not hasattr(x, "shape") or not hasattr(x, "dtype"):
+            x = np.asarray(x)
+        if plan is self.host and reads:
             x = _c_contiguous(x if type(x) is np.ndarray else np.asarray(x))
-        if tuple(x.shape) != self.shape or x.dtype != self.dtype:
+        x_shape, x_dtype = tuple(x.shape), _native(x.dtype)
+        if x_shape != self.shape or x_dtype != self.dtype:
             raise CollectiveError(
                 f"{self.op.name}: prepared for rank {self.rank}'s input of shape {self.shape} and dtype "
-                f"{self.dtype}, got shape {tuple(x.shape)} and dtype {x.dtype}"
+                f"{self.dtype}, got shape {x_shape} and dtype {x_dtype}"
             )
+        if checking:
+            self.backend.check_spmd_call(self.fingerprint, self.describe)
         if counting.active:
-            counting.record(self.op.name, self.nbytes)
+            counting.record(self.op.counted_as, self.nbytes)
         args, recv = plan.arguments(x)
         if sync is not None:
             sync()
@@ -417,6 +489,10 @@ class _Runner:
             return {rank: out if restore is None else restore(out)}
 
         return Handle(complete, request, (args, x))
+
+    def describe(self) -> str:
+        """What this rank's call is, for the SPMD check's message."""
+        return f"{self.op.name} {self.op!r} of {self.dtype} {self.shape} on groups {self.team.all_groups}"
 
     def _device_plan(self, xp: Any) -> _Plan:
         if self.device is None:

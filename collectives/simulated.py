@@ -79,9 +79,10 @@ class SimulatedBackend(Backend):
                 out_shapes[rank] = op.out_shape(shapes[rank], position, len(group))
             plans.append((group, op.simulate))
         nbytes = max(math.prod(s) for s in shapes.values()) * dtype.itemsize
+        counted_as = cls.counted_as
 
         def run(shards: Shards) -> dict[int, Array]:
-            record(kind, nbytes)
+            record(counted_as, nbytes)
             result: dict[int, Array] = {}
             for group, simulate in plans:
                 result.update(zip(group, simulate([shards[r] for r in group])))

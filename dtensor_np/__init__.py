@@ -15,7 +15,7 @@ Example:
     28.0
 """
 
-from collectives import CommCounter, comm_counter
+from collectives import CommCounter, SpmdError, check_spmd, comm_counter
 
 from .dispatch import fallback_counts, replicate_fallback
 from .dtensor import DTensor, distribute_tensor
@@ -56,6 +56,8 @@ __all__ = [
     "fallback_counts",
     "comm_counter",
     "CommCounter",
+    "check_spmd",
+    "SpmdError",
     "visualize_sharding",
     "sharding_table",
     "plan_view",

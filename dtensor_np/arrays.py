@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ import numpy as np
 from .local_tensor import LocalTensor
 from .sharded import is_sharded
 
-__all__ = ["array_library", "as_array", "astype", "check_array"]
+__all__ = ["array_library", "as_array", "astype", "check_array", "checksum"]
 
 
 def array_library(x: Any) -> str:
@@ -36,6 +37,21 @@ def check_array(x: Any, what: str = "array") -> Any:
             f"(object, string, void and datetime dtypes cannot be reduced or moved by MPI)"
         )
     return x
+
+
+def checksum(x: Any) -> int:
+    """A CRC-32 of the array's bytes in C order: equal arrays (bit for bit) give equal checksums.
+
+    A CuPy array is copied to host memory for it.
+
+    Example:
+        >>> import numpy as np
+        >>> checksum(np.arange(4)) == checksum(np.arange(4).copy()), checksum(np.arange(4)) == checksum(np.ones(4, int))
+        (True, False)
+    """
+    if array_library(x) == "cupy":
+        x = x.get()
+    return zlib.crc32(np.ascontiguousarray(x).view(np.uint8))
 
 
 def astype(x: Any, dtype: Any) -> Any:

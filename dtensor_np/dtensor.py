@@ -18,10 +18,13 @@ Example:
 
 from __future__ import annotations
 
+import zlib
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
+
+from collectives.dtypes import dtype_code, dtype_name
 
 from .arrays import check_array
 from .dispatch import dispatch, dispatch_ufunc, run_rule
@@ -291,11 +294,14 @@ def distribute_tensor(
 ) -> DTensor:
     """Split a full array over ``mesh`` by ``placements``.
 
-    Under MPI, rank ``src_data_rank``'s array is the one distributed (the
-    others' are only checked for shape and dtype); with ``src_data_rank=None``
-    every rank takes its shard from its own copy, with no communication.
-    ``Partial`` placements start from the replicated value (``sum`` divides
-    floats by the group size; integers stay on the first rank).
+    Under MPI every rank passes an array of the same shape and dtype (checked
+    with one small collective: a mismatch raises on every rank); rank
+    ``src_data_rank``'s data is the one distributed, and every rank receives
+    only its own block (one ``Alltoallw`` from that rank; a fully replicated
+    array is broadcast).  With ``src_data_rank=None`` every rank takes its
+    shard from its own copy (after the same check).  ``Partial`` placements
+    start from the replicated value (``sum`` divides floats by the group size;
+    integers stay on the first rank).
 
     Example:
         >>> import numpy as np, dtensor_np as dt
@@ -314,34 +320,71 @@ def distribute_tensor(
             raise ShardingError(f"src_data_rank must be a rank in [0, {mesh.world_size}), got {src_data_rank}")
     backend = backend_for(mesh)
     error = None
+    spec = None
     try:
         array = check_array(array)
         spec = DTensorSpec(mesh, _as_tuple(placements), TensorMeta(array.shape, array.dtype))
     except (TypeError, ValueError) as e:
         error = e
-    if mesh.backend == "mpi" and src_data_rank is not None:
-        me = backend.ranks[0]
-        status = 0 if error is None else (1 if isinstance(error, TypeError) else 2)
-        table = backend.gather_descriptors({me: (status,)})
-        failed = {r: row[0] for r, row in table.items() if row[0] != 0}
-        if error is not None and len(failed) == len(table):
-            raise error  # the same input everywhere: every rank raises its own (identical) error
-        if failed:
-            r0 = min(failed)
-            kind = TypeError if failed[r0] == 1 else ShardingError
-            detail = f": {error}" if error is not None else "; see the error raised there"
-            raise kind(f"distribute_tensor: rank {min(failed) if error is None else me}'s array or placements were refused{detail}") from error
+    if mesh.backend == "mpi":
+        agree_on_array(backend, "distribute_tensor", spec, error)
     elif error is not None:
         raise error
+    assert spec is not None
+    replicated = spec.with_placements(tuple(Replicate() if isinstance(p, Partial) else p for p in spec.placements),
+                                      spec.shard_order)
     if mesh.backend == "mpi" and src_data_rank is not None:
         world = (tuple(range(mesh.world_size)),)
-        array = backend.broadcast({r: array for r in backend.ranks}, world, root=src_data_rank)[backend.ranks[0]]
-    replicated = DTensorSpec(
-        mesh,
-        tuple(Replicate() if isinstance(p, Partial) else p for p in spec.placements),
-        spec.tensor_meta,
-    )
-    shards = {rank: array[spec.local_index(rank)].copy(order="C") for rank in backend.ranks}
+        mine = {backend.ranks[0]: array}
+        if replicated.is_replicated():
+            shards = backend.broadcast(mine, world, root=src_data_rank, check=False)
+        else:  # every rank receives its block only
+            blocks = {}
+            for r in mesh.all_ranks:
+                shape, offset = replicated.local_block(r)
+                blocks[r] = (offset, shape)
+            shards = backend.call("scatter_blocks", mine, world, check=False, root=src_data_rank, blocks=blocks)
+    else:
+        shards = {rank: array[replicated.local_index(rank)].copy(order="C") for rank in backend.ranks}
     if replicated == spec:
         return DTensor(shards, spec)
     return DTensor(redistribute_shards(shards, replicated, spec), spec)
+
+
+def agree_on_array(backend: Any, what: str, spec: Optional[DTensorSpec], error: Optional[Exception]) -> None:
+    """Under MPI: every rank raises unless every rank's array and placements were accepted with one shape and dtype.
+
+    One small collective (``gather_descriptors``): each rank's status, dtype
+    and shape; a rank whose own input was refused raises its own error, the
+    others say which rank it was.
+    """
+    me = backend.ranks[0]
+    status = 0 if error is None else (1 if isinstance(error, TypeError) else 2)
+    row: tuple[int, ...] = (status,)
+    if spec is not None and error is None:
+        shape = spec.shape
+        row += (dtype_code(spec.dtype), len(shape), zlib.crc32(repr(shape).encode())) + tuple(shape[:_SHOWN_DIMS])
+    table = backend.gather_descriptors({me: row})
+    failed = {r: desc[0] for r, desc in table.items() if desc[0] != 0}
+    if error is not None and len(failed) == len(table):
+        raise error  # the same input everywhere: every rank raises its own (identical) error
+    if failed:
+        r0 = min(failed)
+        kind = TypeError if failed[r0] == 1 else ShardingError
+        detail = f": {error}" if error is not None else "; see the error raised there"
+        raise kind(f"{what}: rank {r0 if error is None else me}'s array or placements were refused{detail}") from error
+    metas = {r: desc[1:4] for r, desc in table.items()}
+    if len(set(metas.values())) > 1:
+        def text(desc: tuple[int, ...]) -> str:
+            shape = tuple(desc[4:]) + (("...",) if desc[2] > _SHOWN_DIMS else ())
+            return f"{dtype_name(desc[1])} {shape}"
+
+        first = table[min(table)]
+        odd = sorted(r for r, m in metas.items() if m != first[1:4])
+        raise ShardingError(
+            f"{what}: every rank must pass an array of the same shape and dtype: expected {text(first)} "
+            f"(rank {min(table)}), got " + ", ".join(f"{text(table[r])} on rank {r}" for r in odd)
+        )
+
+
+_SHOWN_DIMS = 12  # shape dims a descriptor carries for the message (the check compares a hash of the whole shape)

@@ -1,18 +1,25 @@
 """``DTensor.from_local``: wrap shards the ranks already hold, checked on every rank at once.
 
 The check turns each rank's shard into a short row of ints (status, array
-library, dtype, shape), shares the rows with one small collective, and then
-every rank makes the same decision from the same rows: either all ranks go on,
-or all raise, so one bad shard never leaves the others waiting in a collective.
+library, dtype, shape, and a checksum of its data), shares the rows with one
+small collective, and then every rank makes the same decision from the same
+rows: either all ranks go on, or all raise, so one bad shard never leaves the
+others waiting in a collective.  Ranks that hold the same block (they differ
+only in mesh dims placed ``Replicate``) must hold the same data: their
+checksums must agree, so replicated values that differ by rank are refused
+instead of giving different results on different ranks later.
+``run_check=False`` skips the check and its communication.
 """
 
 from __future__ import annotations
 
+import zlib
 from typing import Any, Mapping, Optional, Sequence
 
-import numpy as np
 
-from .arrays import array_library, check_array
+from collectives.dtypes import dtype_code, dtype_name
+
+from .arrays import array_library, check_array, checksum
 from .errors import ShardingError
 from .local_tensor import LocalTensor
 from .mesh import DeviceMesh
@@ -35,19 +42,15 @@ _REASONS = {
 _TYPE_ERRORS = (_BAD_TYPE, _BAD_DTYPE, _MAPPING)
 
 
-def _dtype_code(dtype: np.dtype) -> int:
-    return int.from_bytes(dtype.str.encode().ljust(8, b"\0")[:8], "little")
-
-
-def _describe(x: Any, placements: Sequence[Placement]) -> tuple[list[int], Optional[Exception]]:
-    """This shard's row of ints, and the local error it would raise (if any)."""
+def _describe(x: Any, placements: Sequence[Placement], replicated: bool) -> tuple[list[int], Optional[Exception]]:
+    """This shard's row of ints, and the local error it would raise (if any); with a checksum when ``replicated``."""
     if is_sharded(x) or isinstance(x, LocalTensor) or not hasattr(x, "dtype") or not hasattr(x, "shape"):
         err: Exception = TypeError(f"from_local expects a NumPy or CuPy array for each shard, got {type(x).__name__}")
-        return [_BAD_TYPE] + [0] * (3 + MAX_NDIM), err
+        return [_BAD_TYPE] + [0] * (4 + MAX_NDIM), err
     try:
         check_array(x, "local shard")
     except TypeError as e:
-        return [_BAD_DTYPE] + [0] * (3 + MAX_NDIM), e
+        return [_BAD_DTYPE] + [0] * (4 + MAX_NDIM), e
     shard_dims = [p.dim for p in placements if isinstance(p, Shard)]
     ndim = x.ndim
     if ndim > MAX_NDIM or any(not -ndim <= d < ndim for d in shard_dims):
@@ -55,8 +58,9 @@ def _describe(x: Any, placements: Sequence[Placement]) -> tuple[list[int], Optio
             f"a {ndim}-d local shard cannot take placements {[str(p) for p in placements]}"
             + (f" (at most {MAX_NDIM} dims)" if ndim > MAX_NDIM else "")
         )
-        return [_BAD_NDIM] + [0] * (3 + MAX_NDIM), err
-    row = [_OK, _LIBRARIES[array_library(x)], _dtype_code(x.dtype), ndim] + list(x.shape) + [0] * (MAX_NDIM - ndim)
+        return [_BAD_NDIM] + [0] * (4 + MAX_NDIM), err
+    row = [_OK, _LIBRARIES[array_library(x)], dtype_code(x.dtype), ndim] + list(x.shape) + [0] * (MAX_NDIM - ndim)
+    row.append(checksum(x) if replicated else 0)
     return row, None
 
 
@@ -89,14 +93,17 @@ def build_from_local(
 
     rows: dict[int, list[int]] = {}
     errors: dict[int, Exception] = {}
+    replicated = run_check and any(p.is_replicate() and n > 1 for p, n in zip(spec0.placements, mesh.shape))
+    call = zlib.crc32(repr((spec0.placements, None if shape is None else tuple(shape))).encode())
     for r, x in shards.items():
         if mesh.backend == "mpi" and isinstance(x, (Mapping, LocalTensor)):
-            rows[r] = [_MAPPING] + [0] * (3 + MAX_NDIM)
+            rows[r] = [_MAPPING] + [0] * (4 + MAX_NDIM)
             errors[r] = TypeError("under MPI, from_local takes this rank's own array, not a mapping of ranks")
             continue
-        rows[r], err = _describe(x, spec0.placements)
+        rows[r], err = _describe(x, spec0.placements, replicated)
         if err is not None:
             errors[r] = err
+    rows = {r: row + [call] for r, row in rows.items()}
     table = backend.gather_descriptors(rows) if run_check else rows
     table = {r: tuple(v) for r, v in table.items()}
 
@@ -110,6 +117,12 @@ def build_from_local(
         raise kind(f"from_local: {detail}; placements {[str(p) for p in spec0.placements]}")
 
     first = table[min(table)]
+    odd = sorted(r for r, row in table.items() if row[-1] != first[-1])
+    if odd:
+        raise ShardingError(
+            f"from_local: every rank must pass the same placements and shape argument; ranks {odd} passed "
+            f"others than rank {min(table)}"
+        )
     ndim = first[3]
     dtype = next(iter(shards.values())).dtype
     mismatch = [r for r, row in table.items() if row[1:4] != first[1:4]]
@@ -136,15 +149,37 @@ def build_from_local(
             f"from_local: shards do not tile global shape {spec.shape} with placements "
             f"{[str(p) for p in spec.placements]} (torch.chunk sizes): {detail}"
         )
+    if replicated:
+        _check_replicas(table, spec)
     return dict(shards), spec
+
+
+def _check_replicas(table: dict[int, tuple[int, ...]], spec: DTensorSpec) -> None:
+    """ShardingError unless the ranks that hold one block (they differ only in Replicate mesh dims) hold the same data."""
+    mesh = spec.mesh
+    kept = [m for m, p in enumerate(spec.placements) if not p.is_replicate()]
+    holders: dict[tuple[int, ...], list[int]] = {}
+    for r in sorted(table):
+        coordinate = mesh.coordinate_of(r)
+        holders.setdefault(tuple(coordinate[m] for m in kept), []).append(r)
+    for ranks in holders.values():
+        sums = {r: table[r][4 + MAX_NDIM] for r in ranks}
+        if len(set(sums.values())) > 1:
+            first = ranks[0]
+            odd = [r for r in ranks if sums[r] != sums[first]]
+            raise ShardingError(
+                f"from_local: ranks {ranks} hold the same block of a {spec} array (they differ only in Replicate "
+                f"mesh dims), so their data must be equal; rank {first}'s data differs from rank(s) {odd}'s "
+                "(checksums disagree). Make them equal (e.g. broadcast from one rank), or place the array "
+                "another way; run_check=False skips this check"
+            )
 
 
 def _rows_text(table: dict[int, tuple[int, ...]]) -> str:
     libraries = {v: k for k, v in _LIBRARIES.items()}
     parts = []
     for r, row in sorted(table.items()):
-        dtype = row[2].to_bytes(8, "little").rstrip(b"\0").decode()
-        parts.append(f"rank {r}: {libraries[row[1]]} {np.dtype(dtype)} {tuple(row[4:4 + row[3]])}")
+        parts.append(f"rank {r}: {libraries[row[1]]} {dtype_name(row[2])} {tuple(row[4:4 + row[3]])}")
     return "; ".join(parts)
 
 

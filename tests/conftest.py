@@ -18,7 +18,10 @@ from hypothesis import HealthCheck, settings
 # MPI jobs started by the tests run up to 4 ranks on a 2-core CI machine: one
 # BLAS thread per rank, and MPICH ranks that yield the core while they wait
 # (busy-polling oversubscribed ranks slows 4-rank tests about 2.5 times).
+# Every test runs with the SPMD check on (collectives.spmd): ranks that take different
+# paths raise instead of hanging.
 for _name, _value in (
+    ("DTENSOR_NP_CHECK_SPMD", "1"),
     ("OMP_NUM_THREADS", "1"),
     ("OPENBLAS_NUM_THREADS", "1"),
     ("MKL_NUM_THREADS", "1"),

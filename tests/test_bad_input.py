@@ -796,6 +796,14 @@ ONE_RANK_SCRIPT = textwrap.dedent(
         elif case == "from_local_mapping_on_one_rank":
             local = np.arange(2.0)
             dt.DTensor.from_local({rank: local} if rank == bad else local, mesh, [dt.Shard(0)])
+        elif case == "distribute_shape_on_one_rank":
+            dt.distribute_tensor(good[:-1] if rank == bad else good, mesh, [dt.Shard(0)])
+        elif case == "distribute_dtype_on_one_rank_without_a_source":
+            dt.distribute_tensor(good.astype(np.float32) if rank == bad else good, mesh, [dt.Shard(0)], src_data_rank=None)
+        elif case == "from_local_replicated_data_differs_on_one_rank":
+            dt.DTensor.from_local(good + (rank == bad), mesh, [dt.Replicate()])
+        elif case == "from_local_placements_differ_on_one_rank":
+            dt.DTensor.from_local(np.arange(2.0), mesh, [dt.Replicate()] if rank == bad else [dt.Shard(0)])
         else:
             raise SystemExit("unknown case " + case)
         outcome = [rank, "", ""]
@@ -835,6 +843,26 @@ ONE_RANK_CASES = {
         "rank {bad} raises TypeError 'under MPI, from_local takes this rank's own array' before the shared check; "
         "the other ranks stay in gather_descriptors' Allgather, which pairs with rank {bad}'s next collective: "
         "hang or MPI abort",
+    ),
+    # Regression: dtensor.py distribute_tensor broadcast the root's array into buffers shaped by each rank's own array.
+    "distribute_shape_on_one_rank": (
+        "ShardingError", "on rank {bad}",
+        "rank {bad}'s broadcast buffer has another size than the root's: MPI truncation error or garbage",
+    ),
+    # Regression: with src_data_rank=None every rank used its own dtype and shape, unchecked.
+    "distribute_dtype_on_one_rank_without_a_source": (
+        "ShardingError", "on rank {bad}",
+        "rank {bad} silently held float32 shards of a DTensor the others hold as float64",
+    ),
+    # Regression: from_local accepted Replicate data that differs by rank; later results differed by rank.
+    "from_local_replicated_data_differs_on_one_rank": (
+        "ShardingError", "rank(s) [{bad}]",
+        "accepted: np.sum of the DTensor gave a different number on rank {bad}",
+    ),
+    # Regression: from_local with different placements per rank gave every rank its own spec; the next collective hung.
+    "from_local_placements_differ_on_one_rank": (
+        "ShardingError", "ranks [{bad}]",
+        "accepted with different specs per rank: the next collectives pair up wrongly or hang",
     ),
 }
 

@@ -20,6 +20,7 @@ from .base import CollectiveOp, MpiCall
 from .broadcast import Broadcast
 from .reduce_scatter import ReduceScatter
 from .scatter import Scatter
+from .scatter_blocks import ScatterBlocks
 
 __all__ = [
     "KINDS",
@@ -32,12 +33,13 @@ __all__ = [
     "MpiCall",
     "ReduceScatter",
     "Scatter",
+    "ScatterBlocks",
 ]
 
 OPS: dict[str, type[CollectiveOp]] = {
-    op.name: op for op in (AllGather, AllReduce, ReduceScatter, AllToAll, Broadcast, Scatter)
+    op.name: op for op in (AllGather, AllReduce, ReduceScatter, AllToAll, Broadcast, Scatter, ScatterBlocks)
 }
 """Every collective by its kind name."""
 
-KINDS: tuple[str, ...] = tuple(OPS)
-"""The kinds, in the order ``comm_counter`` lists them."""
+KINDS: tuple[str, ...] = tuple(dict.fromkeys(op.counted_as for op in OPS.values()))
+"""The kinds ``comm_counter`` counts, in order (``scatter_blocks`` counts as a ``scatter``)."""

@@ -61,7 +61,9 @@ class MpiCall:
 
     ``finish(recv)`` gives the member's result (``recv`` itself when None);
     ``host_only`` says the reduction runs a NumPy function inside MPI, so
-    device arrays must be staged through host memory.
+    device arrays must be staged through host memory; ``reads_input`` False
+    says the member's input is never read (a non-root member of a broadcast
+    or scatter), so it is not copied to make it contiguous.
     """
 
     name: str
@@ -73,6 +75,7 @@ class MpiCall:
     finish: Optional[Callable[[Array], Array]] = None
     in_place: bool = False
     host_only: bool = False
+    reads_input: bool = True
 
 
 class CollectiveOp:
@@ -86,6 +89,14 @@ class CollectiveOp:
     name: ClassVar[str]
     reduces: ClassVar[bool] = False
     """True when the collective combines values (its ``op`` must suit the dtype)."""
+
+    @classmethod
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__ and "counted_as" not in cls.__dict__:
+            cls.counted_as = cls.name  # the key comm_counter counts it under
+
+    counted_as: ClassVar[str]
 
     @classmethod
     def parse(cls, ndim: int, group: Group, **arguments: Any) -> CollectiveOp:

@@ -56,5 +56,6 @@ class Broadcast(CollectiveOp):
 
     def mpi_call(self, position: int, size: int, shape: Shape, dtype: np.dtype, xp: ModuleType) -> MpiCall:
         spec = (math.prod(shape), movement_datatype(dtype))
-        return MpiCall("Bcast", None, shape, spec, (self.root,), pack=_copy if position == self.root else None,
-                       in_place=True)
+        is_root = position == self.root
+        return MpiCall("Bcast", None, shape, spec, (self.root,), pack=_copy if is_root else None, in_place=True,
+                       reads_input=is_root)

@@ -59,7 +59,7 @@ class Scatter(SplitsAlongAxis, CollectiveOp):
         pack = piece_packer(shape, sizes, self.axis, dtype, xp) if is_root else None
         if all_equal(sizes):
             send_spec = (math.prod(out), datatype) if is_root else None
-            return MpiCall("Scatter", send_spec, out, recv_spec, (self.root,), pack=pack)
+            return MpiCall("Scatter", send_spec, out, recv_spec, (self.root,), pack=pack, reads_input=is_root)
         counts = piece_counts(shape, self.axis, sizes)
         send_spec = (counts, offsets(counts), datatype) if is_root else None
-        return MpiCall("Scatterv", send_spec, out, recv_spec, (self.root,), pack=pack)
+        return MpiCall("Scatterv", send_spec, out, recv_spec, (self.root,), pack=pack, reads_input=is_root)

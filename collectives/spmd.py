@@ -1,0 +1,80 @@
+"""SPMD check mode: before every collective, all ranks agree that they issue the same one, from the same line.
+
+A distributed program hangs when its ranks take different paths: one rank
+gathers while another reduces, or one skips a call in a loop and pairs its
+next call with the others' previous one.  With the check on
+(``DTENSOR_NP_CHECK_SPMD=1`` in the environment, or inside ``with
+check_spmd():``), every collective first makes every rank of the world share a
+fingerprint of the call (kind, groups, arguments, dtype) and of the user's
+line that issued it (:func:`call_site`), with one small ``Allgather`` on a
+communicator of its own.  Ranks that disagree all raise :class:`SpmdError`,
+naming every rank's collective and call site, instead of waiting forever.  A
+rank that never arrives (it left the loop, or the program) is the collective
+watchdog's business (:mod:`collectives.watchdog`).  The check costs one small
+``Allgather`` and a look at the call stack per collective, so it is off by
+default and on in the project's tests.
+
+Example:
+    >>> with check_spmd():
+    ...     checking_spmd()
+    True
+    >>> with check_spmd(False):
+    ...     checking_spmd()
+    False
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+
+from .errors import CollectiveError
+
+__all__ = ["CHECK_ENV", "SpmdError", "call_site", "check_spmd", "checking", "checking_spmd"]
+
+CHECK_ENV = "DTENSOR_NP_CHECK_SPMD"
+"""Set to 1 to check every collective (the ``check_spmd()`` block does the same for its duration)."""
+
+checking: list[bool] = [True] if os.environ.get(CHECK_ENV, "").strip().lower() in ("1", "true", "yes", "on") else []
+"""Non-empty while the check is on (a list, so a hot path tests it with one truth test)."""
+
+_INTERNAL = ("collectives", "dtensor_np", "numpy", "contextlib", "functools", "threading")
+
+
+class SpmdError(CollectiveError):
+    """The ranks issue different collectives (or issue one from different lines): raised on every rank by the SPMD check."""
+
+
+@contextlib.contextmanager
+def check_spmd(enabled: bool = True) -> Iterator[None]:
+    """Check every collective issued inside the block (see the module doc); ``enabled=False`` turns it off there.
+
+    Every rank must enter and leave the block together (it changes what each
+    collective does).
+    """
+    saved = checking[:]
+    checking[:] = [True] if enabled else []
+    try:
+        yield
+    finally:
+        checking[:] = saved
+
+
+def checking_spmd() -> bool:
+    """True while collectives are checked."""
+    return bool(checking)
+
+
+def call_site(depth: int = 1) -> str:
+    """``file:line in function`` of the first frame outside dtensor_np, collectives and NumPy: the user's call.
+
+    ``depth`` counts the frames to skip first (1: the caller of ``call_site``).
+    """
+    frame = sys._getframe(depth)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if not name.startswith(_INTERNAL):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "<unknown call site>"
