@@ -59,6 +59,7 @@ from .errors import CollectiveError
 from .handles import Handle
 from .ops import OPS, CollectiveOp, MpiCall
 from .packing import new_array
+from .reduce_ops import raise_fp_events, take_fp_events
 from .spmd import SpmdError, call_site, checking
 from .threads import share_cores_among_ranks
 from .watchdog import start_watchdog
@@ -393,7 +394,7 @@ class _Runner:
         rank, shape, dtype, nbytes, kind = self.rank, self.shape, self.dtype, self.nbytes, self.op.counted_as
         plan, execute = self.host, self.execute
         call = plan.call
-        if call.send_spec is None or call.in_place:
+        if call.send_spec is None or call.in_place or call.numpy_op:
             return lambda shards: execute(shards[rank], True)
         mpi_fn, new, pack, finish = plan.blocking, plan.new, call.pack, call.finish
         send_spec, recv_spec, extra = call.send_spec, call.recv_spec, call.extra
@@ -478,17 +479,40 @@ class _Runner:
         if sync is not None:
             sync()
         rank = self.rank
+        numpy_op = plan.call.numpy_op
+        if numpy_op:
+            take_fp_events()
         if blocking:
             plan.blocking(*args)
+            if numpy_op:
+                self._fp_events()
             out = plan.result(recv)
             return {rank: out if restore is None else restore(out)}
         request = plan.nonblocking(*args)
 
         def complete() -> dict[int, Array]:
+            if numpy_op:
+                self._fp_events()
             out = plan.result(recv)
             return {rank: out if restore is None else restore(out)}
 
         return Handle(complete, request, (args, x))
+
+    def _fp_events(self) -> None:
+        """After a reduction that ran NumPy inside MPI: its floating-point errors, as ``np.geterr()`` says.
+
+        The op ran on some members only, so when an error must raise, the group
+        first ORs every member's events (one small ``Allreduce``): every member
+        raises the same ``FloatingPointError``, after the collective, never inside MPI.
+        """
+        mask = take_fp_events()
+        if "raise" in np.geterr().values():  # the same on every member (SPMD): all make the extra call
+            mine = np.array([mask], np.int64)
+            everyone = np.empty(1, np.int64)
+            self.team.comm.Allreduce(mine, everyone, _mpi().BOR)
+            mask = int(everyone[0])
+        if mask:
+            raise_fp_events(mask, f"{self.op.name} of {self.dtype} (op {getattr(self.op, 'op', '?')})")
 
     def describe(self) -> str:
         """What this rank's call is, for the SPMD check's message."""

@@ -138,6 +138,55 @@ def _numpy_user_op(dtype: np.dtype, ufunc_name: str) -> MPI.Op:
 
     def reduce_into(inbuf: memoryview, inoutbuf: memoryview, datatype: MPI.Datatype) -> None:
         inout = np.frombuffer(inoutbuf, dtype)
-        ufunc(np.frombuffer(inbuf, dtype), inout, out=inout)
+        with np.errstate(all="call", call=_note_fp_event):  # never raise inside MPI: noted, raised after
+            ufunc(np.frombuffer(inbuf, dtype), inout, out=inout)
 
     return MPI.Op.Create(reduce_into, commute=True)
+
+
+FP_EVENTS = ("divide", "over", "under", "invalid")
+"""NumPy's floating-point error categories, in the order of the bits of :func:`fp_events_mask`."""
+_fp_events: set[str] = set()
+
+
+def _note_fp_event(message: str, flag: int) -> None:
+    """NumPy's error callback inside a user-defined MPI op: remember the category (``overflow`` -> ``over``)."""
+    for category in FP_EVENTS:
+        if message.startswith(category):
+            _fp_events.add(category)
+
+
+def take_fp_events() -> int:
+    """The floating-point events user-defined MPI ops met on this rank since the last call, as a bit mask."""
+    mask = sum(1 << i for i, category in enumerate(FP_EVENTS) if category in _fp_events)
+    _fp_events.clear()
+    return mask
+
+
+def raise_fp_events(mask: int, what: str) -> None:
+    """Do what ``np.geterr()`` says for the floating-point events in ``mask`` (raise, warn, call or ignore).
+
+    Example:
+        >>> with np.errstate(over="raise"):
+        ...     raise_fp_events(0b0010, "all_reduce max of float16")
+        Traceback (most recent call last):
+        ...
+        FloatingPointError: overflow encountered in all_reduce max of float16
+    """
+    modes = np.geterr()
+    names = {"divide": "divide by zero", "over": "overflow", "under": "underflow", "invalid": "invalid value"}
+    for i, category in enumerate(FP_EVENTS):
+        if not mask & (1 << i):
+            continue
+        mode = modes[category]
+        text = f"{names[category]} encountered in {what}"
+        if mode == "raise":
+            raise FloatingPointError(text)
+        if mode == "warn":
+            import warnings
+
+            warnings.warn(text, RuntimeWarning, stacklevel=3)
+        elif mode == "call":
+            callback = np.geterrcall()
+            if callback is not None:
+                callback(text, 1 << i)

@@ -13,9 +13,15 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["is_sharded", "register_sharded_type"]
+import numpy as np
+
+if TYPE_CHECKING:
+    from .spec import DTensorSpec
+
+__all__ = ["SpecArg", "is_sharded", "register_sharded_type"]
 
 _SHARDED_TYPES: list[type] = []
 
@@ -34,3 +40,30 @@ def register_sharded_type(cls: type) -> type:
 def is_sharded(x: Any) -> bool:
     """True for a DTensor (or another registered distributed argument)."""
     return isinstance(x, tuple(_SHARDED_TYPES))
+
+
+@register_sharded_type
+@dataclass(frozen=True, eq=False, slots=True)
+class SpecArg:
+    """A spec standing where an array goes in a call, so the op rules' binders pick it out.
+
+    Example:
+        >>> from dtensor_np import DeviceMesh, DTensorSpec, TensorMeta, Replicate
+        >>> arg = SpecArg(DTensorSpec(DeviceMesh((1,)), (Replicate(),), TensorMeta((2, 3), "f4")))
+        >>> is_sharded(arg), arg.shape, arg.ndim
+        (True, (2, 3), 2)
+    """
+
+    spec: DTensorSpec
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.spec.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.spec.ndim
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.spec.dtype

@@ -58,5 +58,5 @@ class AllReduce(CollectiveOp):
         count = math.prod(shape)
         return MpiCall(
             "Allreduce", (count, datatype), shape, (count, datatype), (mpi_op,),
-            finish=finisher(self.op, size), host_only=runs_numpy,
+            finish=finisher(self.op, size), host_only=runs_numpy, numpy_op=runs_numpy,
         )

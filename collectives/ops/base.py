@@ -60,8 +60,10 @@ class MpiCall:
       ``pack(x)`` when ``pack`` is given (the root's copy), else new.
 
     ``finish(recv)`` gives the member's result (``recv`` itself when None);
-    ``host_only`` says the reduction runs a NumPy function inside MPI, so
-    device arrays must be staged through host memory; ``reads_input`` False
+    ``host_only`` says device arrays must be staged through host memory (a
+    reduction that runs a NumPy function inside MPI, ``numpy_op``: its
+    floating-point errors are noted there and dealt with after the call, as
+    ``np.geterr()`` says, on every member); ``reads_input`` False
     says the member's input is never read (a non-root member of a broadcast
     or scatter), so it is not copied to make it contiguous.
     """
@@ -76,6 +78,7 @@ class MpiCall:
     in_place: bool = False
     host_only: bool = False
     reads_input: bool = True
+    numpy_op: bool = False
 
 
 class CollectiveOp:

@@ -64,7 +64,7 @@ class ReduceScatter(SplitsAlongAxis, CollectiveOp):
         finish = finisher(self.op, size)
         if all_equal(sizes):
             return MpiCall("Reduce_scatter_block", (datatype,), out, (count, datatype), (mpi_op,),
-                           pack=pack, finish=finish, host_only=runs_numpy)
+                           pack=pack, finish=finish, host_only=runs_numpy, numpy_op=runs_numpy)
         counts = piece_counts(shape, self.axis, sizes)
         return MpiCall("Reduce_scatter", (datatype,), out, (count, datatype), (counts, mpi_op),
-                       pack=pack, finish=finish, host_only=runs_numpy)
+                       pack=pack, finish=finish, host_only=runs_numpy, numpy_op=runs_numpy)

@@ -4,10 +4,14 @@ A :class:`Tracer` stands for an array of known shape and dtype but no data.
 It implements the NumPy protocols (``__array_ufunc__``, ``__array_function__``,
 the operators, and array methods such as ``.T``, ``reshape``, ``sum``,
 ``astype``), so model code written for NumPy runs unchanged: each call is
-recorded as a :class:`~dtensor_np.graph.ir.Node`.  The abstract value of a
-result is found by running the same NumPy function on placeholder arrays of
-the right shape and dtype (zero-strided, so no input data is allocated);
-NumPy's own errors (a shape mismatch in ``matmul``...) surface at trace time.
+recorded as a :class:`~dtensor_np.graph.ir.Node`.  Tracing is abstract, as
+``jax.eval_shape`` is: the shapes of a result come from the op's sharding
+rule, computed from shapes alone, and its dtype from the same NumPy call on
+arrays with every dim of size one, so tracing a matmul of two 10^6 x 10^6
+arrays allocates nothing.  A call without a rule runs on placeholder arrays
+of the right shape and dtype (zero-strided: no input data, but NumPy
+allocates its result).  Shape errors (a mismatch in ``matmul``...) surface at
+trace time.
 
 Plain arrays the function closes over become ``constant`` nodes; Python and
 NumPy scalars, shapes and axes stay static attributes.  Anything that needs a
@@ -31,13 +35,18 @@ from __future__ import annotations
 
 import inspect
 import operator
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 from collectives.device import is_device_array
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from ..arrays import astype
+from ..mesh import DeviceMesh
+from ..placements import Replicate
+from ..propagation import decide, rule_of
+from ..sharded import SpecArg
+from ..spec import DTensorSpec
 from .graph import Graph
 from .ir import CallParams, Constant, Node, ShapeDtype, Var, bound_method
 from .pytree import flatten, leaves_with_paths, path_name, unflatten
@@ -55,14 +64,64 @@ def placeholder(aval: ShapeDtype) -> np.ndarray:
 
 def abstract_eval(fn: Any, method: str, args: tuple, kwargs: dict) -> Any:
     """Run ``fn`` (or its ufunc ``method``) with every :class:`Var` replaced by a placeholder array."""
+    return _call_with(fn, method, args, kwargs, placeholder)
+
+
+def _call_with(fn: Any, method: str, args: tuple, kwargs: dict, stand_in: Callable[[ShapeDtype], Any]) -> Any:
     leaves, tree = flatten((args, kwargs))
-    args, kwargs = unflatten(tree, [placeholder(x.aval) if isinstance(x, Var) else x for x in leaves])
+    args, kwargs = unflatten(tree, [stand_in(x.aval) if isinstance(x, Var) else x for x in leaves])
     with np.errstate(all="ignore"):
         return bound_method(fn, method)(*args, **kwargs)
 
 
+_ONE_RANK = DeviceMesh((1,))
+
+
+def _by_rule(fn: Any, method: str, args: tuple, kwargs: dict) -> Optional[tuple[tuple[ShapeDtype, ...], str]]:
+    """The avals of a call from its sharding rule (shapes) and a call on all-ones-dims arrays (dtypes); None without a rule."""
+    rule = rule_of(fn, method)
+    if rule is None:
+        return None
+    leaves, tree = flatten((args, kwargs))
+    stand_ins = [SpecArg(DTensorSpec(_ONE_RANK, (Replicate(),), x.aval.meta)) if isinstance(x, Var) else x
+                 for x in leaves]
+    s_args, s_kwargs = unflatten(tree, stand_ins)
+    try:
+        tensors, key = rule.bind(tuple(s_args), dict(s_kwargs))
+        decision = decide(rule, tuple(t.spec for t in tensors), key)
+    except Exception:  # noqa: BLE001 - arguments the rule refuses: NumPy's own call says what is wrong
+        return None
+    shapes = [spec.shape for spec in decision.outputs]
+    dtypes = [spec.dtype for spec in decision.outputs]  # the inputs' dtype: right for ops that only move data
+    for stand_in in (_unit, _empty):
+        try:
+            results, _ = _results(_call_with(fn, method, args, kwargs, stand_in), "")
+        except Exception:  # noqa: BLE001 - e.g. a reshape to a fixed size: keep the rule's dtype
+            continue
+        if results is not None and len(results) == len(shapes):
+            dtypes = [np.asarray(r).dtype for r in results]
+        break
+    out_kind = "tuple" if decision.multiple_outputs else "array"
+    return tuple(ShapeDtype(s, d) for s, d in zip(shapes, dtypes)), out_kind
+
+
+def _unit(aval: ShapeDtype) -> np.ndarray:
+    return np.ones((1,) * aval.ndim, aval.dtype)
+
+
+def _empty(aval: ShapeDtype) -> np.ndarray:
+    return np.empty((0,) * aval.ndim, aval.dtype)
+
+
 def output_avals(fn: Any, method: str, args: tuple, kwargs: dict) -> tuple[tuple[ShapeDtype, ...], str]:
-    """The abstract values of a call's array results and its ``out_kind``; TypeError when it returns none."""
+    """The abstract values of a call's array results and its ``out_kind``; TypeError when it returns none.
+
+    Abstract when the op has a sharding rule (nothing of the results' size is
+    allocated); otherwise NumPy runs on placeholder arrays (see the module doc).
+    """
+    found = _by_rule(fn, method, args, kwargs)
+    if found is not None:
+        return found
     name = getattr(fn, "__name__", repr(fn))
     results, out_kind = _results(abstract_eval(fn, method, args, kwargs), name)
     if results is None:
@@ -115,11 +174,16 @@ class _Recorder:
             raise TypeError(f"traced arrays are immutable: {getattr(fn, '__name__', fn)} with out= or .at cannot be traced")
         leaves, tree = flatten((tuple(args), dict(kwargs)))
         t_args, t_kwargs = unflatten(tree, [self.lift(x) for x in leaves])
-        result = abstract_eval(fn, method, t_args, t_kwargs)
-        results, out_kind = _results(result, getattr(fn, "__name__", repr(fn)))
-        if results is None:
-            return result  # a static answer, e.g. np.shape(x)
-        outputs = tuple(self.new_var(ShapeDtype.of(r)) for r in results)
+        found = _by_rule(fn, method, t_args, t_kwargs)
+        if found is None:
+            result = abstract_eval(fn, method, t_args, t_kwargs)
+            results, out_kind = _results(result, getattr(fn, "__name__", repr(fn)))
+            if results is None:
+                return result  # a static answer, e.g. np.shape(x)
+            avals = tuple(ShapeDtype.of(r) for r in results)
+        else:
+            avals, out_kind = found
+        outputs = tuple(self.new_var(aval) for aval in avals)
         params, inputs = CallParams.of_call(t_args, t_kwargs, method)
         self.nodes.append(Node(fn, inputs, outputs, params, out_kind))
         tracers = [Tracer(v, self) for v in outputs]

@@ -20,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
@@ -31,31 +30,11 @@ from ..placements import Replicate
 from ..propagation import decide, rule_of
 from ..propagation.common import with_meta
 from ..propagation.registry import OpRule
-from ..sharded import register_sharded_type
+from ..sharded import SpecArg
 from ..spec import DTensorSpec, TensorMeta
 from ..graph.ir import Constant, Node, NodeSharding
 
 __all__ = ["SpecArg", "rule_of", "node_sharding", "replicated"]
-
-
-@register_sharded_type
-@dataclass(frozen=True, eq=False, slots=True)
-class SpecArg:
-    """A spec standing where an array goes in a call, so the op rules' binders pick it out."""
-
-    spec: DTensorSpec
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.spec.shape
-
-    @property
-    def ndim(self) -> int:
-        return self.spec.ndim
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.spec.dtype
 
 
 def replicated(mesh: DeviceMesh, meta: Optional[TensorMeta]) -> DTensorSpec:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from collectives_testing import (
     BFLOAT16,
     DTYPES,
@@ -115,3 +116,28 @@ def _check_reduce_scatter(world, failures: Failures) -> None:
                             failures.equal(out[r], expected, f"{context} rank {r}")
                         unchanged(failures, inputs, copies, context)
                         independent(failures, out, held(world, inputs), context)
+
+
+def test_float_errors_in_a_reduction_follow_numpy_errstate_on_every_rank(world):
+    """float16 overflows and float max/min run as NumPy inside MPI: the error comes after the collective, on every
+    rank, as np.errstate says (never an MPI abort from inside the reduction)."""
+    backend = world.backend
+    groups = (tuple(range(world.size)),)
+    big = {r: np.full((2, 3), 40000, np.float16) for r in world.ranks}
+    nan = {r: np.array([np.nan if r == 0 else 1.0, 2.0]) for r in world.ranks}
+    if world.size > 1:
+        with np.errstate(over="raise"):
+            with pytest.raises(FloatingPointError, match="overflow"):
+                backend.all_reduce(big, groups, op="sum")
+            with pytest.raises(FloatingPointError, match="overflow"):
+                backend.reduce_scatter({r: np.full((world.size, 3), 40000, np.float16) for r in world.ranks}, groups)
+    with np.errstate(over="ignore"):
+        out = backend.all_reduce(big, groups, op="sum")
+        want = np.inf if world.size > 1 else 40000
+        assert all(np.all(out[r] == want) for r in world.ranks)
+    with np.errstate(all="raise"):  # max with NaN: no floating-point error in NumPy either
+        out = backend.all_reduce(nan, groups, op="max")
+        assert all(np.isnan(out[r][0]) and out[r][1] == 2.0 for r in world.ranks)
+    # the ranks are in step afterwards
+    out = backend.all_reduce({r: np.ones(2) for r in world.ranks}, groups)
+    assert all(np.all(out[r] == world.size) for r in world.ranks)
