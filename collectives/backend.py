@@ -204,6 +204,18 @@ class Backend(ABC):
         """Split the root's array along ``axis``; member ``i`` gets piece ``i`` (the others' data is not read)."""
         return self.call("scatter", shards, groups, check=check, root=root, axis=axis, out_sizes=out_sizes)
 
+    def rechunk(self, shards: Shards, groups: Groups, *, axis: int, in_sizes: Sizes, out_sizes: Sizes,
+                check: bool = True) -> dict[int, Array]:
+        """Cut the members' consecutive blocks along ``axis`` (lengths ``in_sizes``) again into ``out_sizes``.
+
+        Only the rows that change owner move (one ``Alltoallv``); see :mod:`collectives.ops.rechunk`.
+        """
+        return self.call("rechunk", shards, groups, check=check, axis=axis, in_sizes=in_sizes, out_sizes=out_sizes)
+
+    def exscan(self, shards: Shards, groups: Groups, *, op: str = "sum", check: bool = True) -> dict[int, Array]:
+        """Member ``i`` gets the ``op`` reduction of members ``0 .. i-1`` (member 0: the identity)."""
+        return self.call("exscan", shards, groups, check=check, op=op)
+
     def iall_gather(self, shards: Shards, groups: Groups, *, axis: int = 0, in_sizes: Optional[Sizes] = None,
                     check: bool = True) -> Handle:
         """Start ``all_gather``; ``.wait()`` on the handle returns its result."""
@@ -234,6 +246,15 @@ class Backend(ABC):
         """Start ``scatter``; ``.wait()`` on the handle returns its result."""
         return self.start("scatter", shards, groups, check=check, root=root, axis=axis, out_sizes=out_sizes)
 
+    def irechunk(self, shards: Shards, groups: Groups, *, axis: int, in_sizes: Sizes, out_sizes: Sizes,
+                 check: bool = True) -> Handle:
+        """Start ``rechunk``; ``.wait()`` on the handle returns its result."""
+        return self.start("rechunk", shards, groups, check=check, axis=axis, in_sizes=in_sizes, out_sizes=out_sizes)
+
+    def iexscan(self, shards: Shards, groups: Groups, *, op: str = "sum", check: bool = True) -> Handle:
+        """Start ``exscan``; ``.wait()`` on the handle returns its result."""
+        return self.start("exscan", shards, groups, check=check, op=op)
+
     def prepare_all_gather(self, groups: Groups, shapes: Shapes, dtype: Any, *, axis: int = 0,
                            in_sizes: Optional[Sizes] = None) -> Prepared:
         """``all_gather`` worked out once for these input shapes and dtype (see ``prepare``)."""
@@ -262,6 +283,15 @@ class Backend(ABC):
                         out_sizes: Optional[Sizes] = None) -> Prepared:
         """``scatter`` worked out once for these input shapes and dtype (see ``prepare``)."""
         return self.prepare("scatter", groups, shapes, dtype, root=root, axis=axis, out_sizes=out_sizes)
+
+    def prepare_rechunk(self, groups: Groups, shapes: Shapes, dtype: Any, *, axis: int, in_sizes: Sizes,
+                        out_sizes: Sizes) -> Prepared:
+        """``rechunk`` worked out once for these input shapes and dtype (see ``prepare``)."""
+        return self.prepare("rechunk", groups, shapes, dtype, axis=axis, in_sizes=in_sizes, out_sizes=out_sizes)
+
+    def prepare_exscan(self, groups: Groups, shapes: Shapes, dtype: Any, *, op: str = "sum") -> Prepared:
+        """``exscan`` worked out once for these input shapes and dtype (see ``prepare``)."""
+        return self.prepare("exscan", groups, shapes, dtype, op=op)
 
     # -- helpers for the higher layer ----------------------------------------------------
 

@@ -18,6 +18,7 @@ Example:
 from collectives import CommCounter, SpmdError, check_spmd, comm_counter
 
 from .dispatch import fallback_counts, replicate_fallback
+from .devices import Sharding
 from .dtensor import DTensor, distribute_tensor
 from .errors import ShardingError
 from .layout import Layout
@@ -30,6 +31,7 @@ from .spec import DTensorSpec, TensorMeta, compute_local_shape_and_global_offset
 from .visualize import plan_view, sharding_table, visualize_sharding
 from .graph import Graph, ShapeDtype, trace
 from .tensor_parallel import ColwiseParallel, ParallelStyle, RowwiseParallel, tensor_parallel_transform
+from . import array_api
 
 __all__ = [
     "ShardingError",
@@ -45,6 +47,7 @@ __all__ = [
     "compute_local_shape_and_global_offset",
     "DTensor",
     "distribute_tensor",
+    "Sharding",
     "LocalTensor",
     "local_map",
     "Step",
@@ -68,6 +71,7 @@ __all__ = [
     "ParallelStyle",
     "ColwiseParallel",
     "RowwiseParallel",
+    "array_api",
 ]
 
 __version__ = "0.1.0"

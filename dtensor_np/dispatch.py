@@ -108,14 +108,22 @@ def run_rule(rule: OpRule, args: tuple, kwargs: Mapping[str, Any]) -> Any:
     decision = decide(rule, specs, key)
     backend = backend_for(mesh)
     shards = [_move(t.shards, t.spec, target) for t, target in zip(tensors, decision.inputs)]
-    results = {r: decision.local(r, *[s[r] for s in shards]) for r in backend.ranks}
     make = type(tensors[0])
+    namespace = tensors[0].namespace
+    if decision.program is not None:
+        produced = decision.program(backend, *shards)
+        outs = produced if decision.multiple_outputs else (produced,)
+        return _results(make, namespace, outs, decision)
+    results = {r: decision.local(r, *[s[r] for s in shards]) for r in backend.ranks}
     if decision.multiple_outputs:
         n = len(decision.outputs)
-        return tuple(
-            _wrap(make, {r: res[i] for r, res in results.items()}, decision.outputs[i]) for i in range(n)
-        )
-    return _wrap(make, results, decision.outputs[0])
+        return _results(make, namespace, tuple({r: res[i] for r, res in results.items()} for i in range(n)), decision)
+    return _results(make, namespace, (results,), decision)
+
+
+def _results(make: Any, namespace: Any, outputs: tuple[dict[int, Any], ...], decision: Any) -> Any:
+    wrapped = tuple(_wrap(make, namespace, shards, spec) for shards, spec in zip(outputs, decision.outputs))
+    return wrapped if decision.multiple_outputs else wrapped[0]
 
 
 def _move(shards: dict[int, Any], src: DTensorSpec, dst: DTensorSpec) -> dict[int, Any]:
@@ -141,10 +149,10 @@ def _move(shards: dict[int, Any], src: DTensorSpec, dst: DTensorSpec) -> dict[in
     return redistribute_shards(shards, src, dst)
 
 
-def _wrap(make: Any, results: dict[int, Any], spec: DTensorSpec) -> Any:
+def _wrap(make: Any, namespace: Any, results: dict[int, Any], spec: DTensorSpec) -> Any:
     results = {r: as_array(x) for r, x in results.items()}
     dtype = next(iter(results.values())).dtype
-    return make(results, _with_dtype(spec, np.dtype(dtype)))
+    return make(results, _with_dtype(spec, np.dtype(dtype)), namespace=namespace)
 
 
 @lru_cache(maxsize=8192)
@@ -180,7 +188,7 @@ def _fallback(func: Any, args: tuple, kwargs: Mapping[str, Any]) -> Any:
         if not hasattr(value, "dtype") or not hasattr(value, "shape"):
             return value
         spec = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, TensorMeta(value.shape, value.dtype))
-        return make({r: value.copy() for r in ranks}, spec)
+        return make({r: value.copy() for r in ranks}, spec, namespace=found[0].namespace)
 
     if isinstance(result, tuple):
         return tuple(wrap(v) for v in result)

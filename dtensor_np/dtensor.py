@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import operator
 import zlib
 from typing import Any, Mapping, Optional, Sequence
 
@@ -27,6 +28,7 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 from collectives.dtypes import dtype_code, dtype_name
 
 from .arrays import check_array
+from .devices import Sharding
 from .dispatch import dispatch, dispatch_ufunc, run_rule
 from .errors import ShardingError
 from .from_local import build_from_local
@@ -43,9 +45,13 @@ __all__ = ["DTensor", "distribute_tensor"]
 
 
 class DTensor(NDArrayOperatorsMixin):
-    """A distributed array: a spec plus the local shards held by this process.
+    """A distributed array: a handle on an immutable value, a spec plus the local shards this process holds.
 
     Build one with :func:`distribute_tensor` or :meth:`DTensor.from_local`.
+    Operations return new DTensors.  ``x[idx] = v``, ``x += y`` and ``out=x``
+    rebind the handle ``x`` to a new value, as Dask arrays do: no buffer is
+    ever written in place, so every other DTensor, a slice taken earlier and an
+    array from ``to_local()`` keep their values.
 
     Example:
         >>> import numpy as np, dtensor_np as dt
@@ -55,15 +61,22 @@ class DTensor(NDArrayOperatorsMixin):
         ((4, 4), 'S(0)S(1)', (2, 2))
     """
 
-    __slots__ = ("_shards", "_spec")
+    __slots__ = ("_shards", "_spec", "_namespace")
 
-    def __init__(self, shards: Mapping[int, Any], spec: DTensorSpec) -> None:
+    def __init__(self, shards: Mapping[int, Any], spec: DTensorSpec, *, namespace: Any = None) -> None:
         # A private dict: nothing mutates it, and local_shards()/to_local() hand out copies of it.
         object.__setattr__(self, "_shards", dict(shards))
         object.__setattr__(self, "_spec", spec)
+        object.__setattr__(self, "_namespace", namespace)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("DTensor is immutable: operations return new DTensors")
+        raise AttributeError("a DTensor's value is immutable: operations return new DTensors")
+
+    def _rebind(self, value: "DTensor") -> "DTensor":
+        """Point this handle at ``value``'s spec and shards (``x[i] = v``, ``x += y``, ``out=x``); returns self."""
+        object.__setattr__(self, "_shards", value._shards)
+        object.__setattr__(self, "_spec", value._spec)
+        return self
 
     __hash__ = None  # type: ignore[assignment]  # like ndarray: == is elementwise
 
@@ -104,13 +117,71 @@ class DTensor(NDArrayOperatorsMixin):
             raise TypeError("len() of a 0-d DTensor")
         return self.shape[0]
 
+    # -- Python scalars: one small collective that every rank makes --------------------
+    def _scalar(self, convert: Any) -> Any:
+        if self.size > 1:  # refused before any communication, as NumPy refuses it
+            convert(np.empty(self.shape, self.dtype))
+        return convert(self.full_tensor())
+
     def __bool__(self) -> bool:
-        if self.size != 1:
-            raise ValueError(
-                f"the truth value of a DTensor with more than one element is ambiguous (shape {self.shape}); "
-                "use np.any(x) or np.all(x), then .full_tensor()"
-            )
-        raise TypeError("bool() of a DTensor would gather it silently; call bool(x.full_tensor())")
+        """The value of a one-element DTensor on every rank (NumPy's errors otherwise)."""
+        return self._scalar(bool)
+
+    def __int__(self) -> int:
+        return self._scalar(int)
+
+    def __float__(self) -> float:
+        return self._scalar(float)
+
+    def __complex__(self) -> complex:
+        return self._scalar(complex)
+
+    def __index__(self) -> int:
+        return self._scalar(operator.index)
+
+    # -- the Array API: device, sharding, namespace ---------------------------------------
+    @property
+    def device(self) -> DeviceMesh:
+        """The mesh: equal for every array on it, whatever the placements (see :mod:`dtensor_np.devices`)."""
+        return self._spec.mesh
+
+    @property
+    def sharding(self) -> Sharding:
+        """``Sharding(mesh, placements)``."""
+        return Sharding(self._spec.mesh, self._spec.placements)
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> "DTensor":
+        """``x.device`` (the mesh): this array; a :class:`Sharding` on the same mesh: redistributed to it."""
+        if stream is not None:
+            raise ValueError(f"to_device: dtensor_np arrays take no stream, got {stream!r}")
+        if device is self.mesh:
+            return self
+        if isinstance(device, Sharding):
+            if device.mesh is not self.mesh:
+                raise ShardingError(f"to_device: the Sharding is on {device.mesh!r}, this array on {self.mesh!r}")
+            return self.redistribute(device.placements)
+        raise TypeError(f"to_device: expected this array's mesh or a dt.Sharding on it, got {device!r}")
+
+    @property
+    def namespace(self) -> Any:
+        """The Array API namespace that made this array, or None (see ``__array_namespace__``)."""
+        return self._namespace
+
+    def __array_namespace__(self, *, api_version: Optional[str] = None) -> Any:
+        """The Array API namespace that made this array (``dt.array_api.namespace(mesh)`` for any other)."""
+        if api_version not in (None, "2024.12", "2023.12", "2022.12", "2021.12"):
+            raise ValueError(f"dtensor_np implements the Array API 2024.12, got api_version={api_version!r}")
+        if self._namespace is not None:
+            return self._namespace
+        (make,) = _NAMESPACE_FACTORY
+        return make(self.mesh)
+
+    @property
+    def mT(self) -> "DTensor":
+        """The transpose of the last two dims (a stack of matrices)."""
+        if self.ndim < 2:
+            raise ValueError(f"x.mT needs at least 2 dims, got a {self.ndim}-d array")
+        return np.swapaxes(self, -1, -2)
 
     # -- local data ------------------------------------------------------------
     @property
@@ -169,6 +240,7 @@ class DTensor(NDArrayOperatorsMixin):
         out = _new_dtensor(DTensor)
         _set_shards(out, run(self._shards))
         _set_spec(out, target)
+        _set_namespace(out, self._namespace)
         return out
 
     # -- construction ----------------------------------------------------------
@@ -202,10 +274,14 @@ class DTensor(NDArrayOperatorsMixin):
 
     # -- NumPy protocols -------------------------------------------------------
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        return dispatch_ufunc(ufunc, method, inputs, kwargs)
+        out = kwargs.pop("out", None)
+        result = dispatch_ufunc(ufunc, method, inputs, kwargs)
+        return result if out is None else _rebind_outputs(out, result, ufunc.__name__, kwargs.get("casting"))
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        return dispatch(func, args, kwargs)
+        out = kwargs.pop("out", None) if "out" in kwargs else None
+        result = dispatch(func, args, kwargs)
+        return result if out is None else _rebind_outputs(out, result, getattr(func, "__name__", "?"), None)
 
     def __array__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(
@@ -273,10 +349,55 @@ class DTensor(NDArrayOperatorsMixin):
 
 register_sharded_type(DTensor)
 
+_NAMESPACE_FACTORY: list[Any] = []  # dtensor_np.array_api.namespace, registered when that package is imported
+
+
+def register_namespace_factory(make: Any) -> None:
+    """Give ``DTensor.__array_namespace__`` the function ``mesh -> namespace`` for arrays made outside a namespace."""
+    _NAMESPACE_FACTORY[:] = [make]
+
+
+def _rebind_outputs(out: Any, result: Any, name: str, casting: Optional[str]) -> Any:
+    """``out=`` of a NumPy call on DTensors: every output handle is rebound to its result (NumPy's casting rule).
+
+    The result keeps the output's placements (redistributed to them) and dtype
+    (cast when ``casting`` allows it, ``same_kind`` by default).
+    """
+    outs = out if isinstance(out, tuple) else (out,)
+    results = result if isinstance(result, tuple) else (result,)
+    if len(outs) != len(results):
+        raise ValueError(f"{name}: expected {len(results)} output(s) in out=, got {len(outs)}")
+    rule = casting or "same_kind"
+    for target, value in zip(outs, results):
+        if not isinstance(target, DTensor):
+            raise TypeError(
+                f"{name}: out= must be DTensors (the result is distributed), got {type(target).__name__}; "
+                "assign x.full_tensor() to a NumPy array instead"
+            )
+        if value.shape != target.shape:
+            raise ValueError(
+                f"non-broadcastable output operand with shape {target.shape} doesn't match the broadcast shape "
+                f"{value.shape}"
+            )
+        if value.mesh is not target.mesh:
+            raise ShardingError(f"{name}: out= lives on {target.mesh!r}, the result on {value.mesh!r}")
+        if value.dtype != target.dtype:
+            if not np.can_cast(value.dtype, target.dtype, casting=rule):
+                raise TypeError(
+                    f"Cannot cast ufunc '{name}' output from {value.dtype!r} to {target.dtype!r} with casting rule "
+                    f"{rule!r}"
+                )
+            value = run_rule(ASTYPE, (value, target.dtype), {})
+        if value.placements != target.placements:
+            value = value.redistribute(target.placements)
+        target._rebind(value)
+    return outs[0] if len(outs) == 1 else outs
+
 # DTensor.redistribute builds its result from a shards dict that nothing else holds (no copy).
 _new_dtensor = DTensor.__new__
 _set_shards = DTensor._shards.__set__  # type: ignore[attr-defined]
 _set_spec = DTensor._spec.__set__  # type: ignore[attr-defined]
+_set_namespace = DTensor._namespace.__set__  # type: ignore[attr-defined]
 
 
 def _as_tuple(placements: Sequence[Placement]) -> tuple[Placement, ...]:

@@ -87,7 +87,8 @@ def default_shard_order(placements: Sequence[Placement]) -> ShardOrder:
     return tuple((d, tuple(m)) for d, m in sorted(by_dim.items()))
 
 
-def _normalize_placements(placements: Sequence[Any], mesh: DeviceMesh, ndim: Optional[int]) -> tuple[Placement, ...]:
+def normalize_placements(placements: Sequence[Any], mesh: DeviceMesh, ndim: Optional[int] = None) -> tuple[Placement, ...]:
+    """``placements`` checked for ``mesh`` (one per mesh dim) and, given ``ndim``, for an ``ndim``-d array (negative dims made positive)."""
     if isinstance(placements, (Shard, Replicate, Partial)) or not isinstance(placements, (list, tuple)):
         raise TypeError(f"placements must be a list or tuple of placements, got {placements!r}")
     out = tuple(check_placement(p) for p in placements)
@@ -136,7 +137,7 @@ class DTensorSpec(metaclass=Interned):
         if self.tensor_meta is not None and not isinstance(self.tensor_meta, TensorMeta):
             raise TypeError(f"tensor_meta must be a TensorMeta, got {self.tensor_meta!r}")
         ndim = None if self.tensor_meta is None else self.tensor_meta.ndim
-        placements = _normalize_placements(self.placements, self.mesh, ndim)
+        placements = normalize_placements(self.placements, self.mesh, ndim)
         object.__setattr__(self, "placements", placements)
         default = default_shard_order(placements)
         if self.shard_order is None:

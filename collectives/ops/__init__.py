@@ -9,7 +9,7 @@ here and nowhere else.  Adding a collective: write its module (a
 
 Example:
     >>> KINDS
-    ('all_gather', 'all_reduce', 'reduce_scatter', 'all_to_all', 'broadcast', 'scatter')
+    ('all_gather', 'all_reduce', 'reduce_scatter', 'all_to_all', 'broadcast', 'scatter', 'scan')
     >>> OPS["all_reduce"].parse(2, (0, 1), op="max")
     AllReduce(op='max')
 """
@@ -18,6 +18,8 @@ from .all_reduce import AllReduce
 from .all_to_all import AllToAll
 from .base import CollectiveOp, MpiCall
 from .broadcast import Broadcast
+from .exscan import ExScan
+from .rechunk import Rechunk
 from .reduce_scatter import ReduceScatter
 from .scatter import Scatter
 from .scatter_blocks import ScatterBlocks
@@ -29,15 +31,18 @@ __all__ = [
     "AllReduce",
     "AllToAll",
     "Broadcast",
+    "ExScan",
     "CollectiveOp",
     "MpiCall",
+    "Rechunk",
     "ReduceScatter",
     "Scatter",
     "ScatterBlocks",
 ]
 
 OPS: dict[str, type[CollectiveOp]] = {
-    op.name: op for op in (AllGather, AllReduce, ReduceScatter, AllToAll, Broadcast, Scatter, ScatterBlocks)
+    op.name: op
+    for op in (AllGather, AllReduce, ReduceScatter, AllToAll, Broadcast, Scatter, ScatterBlocks, Rechunk, ExScan)
 }
 """Every collective by its kind name."""
 

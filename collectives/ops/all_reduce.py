@@ -20,16 +20,15 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..agreement import MemberInfo, same_shapes
-from ..reduce_ops import combine_in_order, finisher, mpi_reduction, validate_reduce_op, validate_reduction
+from ..reduce_ops import combine_in_order, finisher, mpi_reduction, validate_reduce_op
 from ..types import Array, Group, ReduceOp
-from .base import CollectiveOp, MpiCall, Shape, deal
+from .base import CollectiveOp, CombinesElementwise, MpiCall, Shape, deal
 
 __all__ = ["AllReduce"]
 
 
 @dataclass(frozen=True, slots=True)
-class AllReduce(CollectiveOp):
+class AllReduce(CombinesElementwise, CollectiveOp):
     """Reduce the members' arrays with ``op`` (``sum``, ``avg``, ``max``, ``min``)."""
 
     op: str = "sum"
@@ -40,15 +39,6 @@ class AllReduce(CollectiveOp):
     def parse(cls, ndim: int, group: Group, *, op: ReduceOp = "sum") -> AllReduce:
         validate_reduce_op(op, cls.name)
         return cls(op)
-
-    def check_local(self, rank: int, position: int, shape: Shape, dtype: np.dtype) -> None:
-        validate_reduction(dtype, self.op, self.name)
-
-    def check_group(self, group: Group, infos: Sequence[MemberInfo]) -> None:
-        same_shapes(self.name, group, infos)
-
-    def out_shape(self, shape: Shape, position: int, size: int) -> Shape:
-        return shape
 
     def simulate(self, members: Sequence[Array]) -> list[Array]:
         return deal(combine_in_order(members, self.op), len(members))

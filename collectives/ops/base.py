@@ -37,9 +37,10 @@ from ..agreement import MemberInfo, same_shapes, sizes_cover
 from ..arguments import with_length
 from ..chunks import chunk_sizes
 from ..errors import CollectiveError
+from ..reduce_ops import validate_reduction
 from ..types import Array, Group
 
-__all__ = ["CollectiveOp", "MpiCall", "SplitsAlongAxis", "deal", "pieces"]
+__all__ = ["CollectiveOp", "CombinesElementwise", "MpiCall", "SplitsAlongAxis", "deal", "pieces"]
 
 Shape = tuple[int, ...]
 
@@ -124,6 +125,27 @@ class CollectiveOp:
     def mpi_call(self, position: int, size: int, shape: Shape, dtype: np.dtype, xp: ModuleType) -> MpiCall:
         """The MPI call of the member at ``position`` for a C-contiguous native-order input."""
         raise NotImplementedError
+
+
+class CombinesElementwise:
+    """What the collectives that combine the members' arrays element by element with ``op`` share (all_reduce, exscan).
+
+    The members pass arrays of one shape, whose dtype ``op`` must be able to
+    combine, and each gets that shape back.
+    """
+
+    __slots__ = ()
+    name: ClassVar[str]
+    op: str
+
+    def check_local(self, rank: int, position: int, shape: Shape, dtype: np.dtype) -> None:
+        validate_reduction(dtype, self.op, self.name)
+
+    def check_group(self, group: Group, infos: Sequence[MemberInfo]) -> None:
+        same_shapes(self.name, group, infos)
+
+    def out_shape(self, shape: Shape, position: int, size: int) -> Shape:
+        return shape
 
 
 class SplitsAlongAxis:

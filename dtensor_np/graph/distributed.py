@@ -114,7 +114,7 @@ def _global_input(var: Var, spec: DTensorSpec, value: Any, ranks: tuple[int, ...
 
 
 # How each node runs (see _program): a redistribute, a start or wait, a constant, a per-rank function.
-_REDISTRIBUTE, _EXECUTE, _CONSTANT, _LOCAL, _BLOCKING = range(5)
+_REDISTRIBUTE, _EXECUTE, _CONSTANT, _LOCAL, _BLOCKING, _PROGRAM = range(6)
 _Step = tuple[int, Node, tuple[int, ...], tuple[int, ...], bool]
 
 
@@ -151,6 +151,8 @@ class _Program:
                 kind = _EXECUTE
             elif isinstance(node.fn, Constant):
                 kind = _CONSTANT
+            elif node.sharding is not None and node.sharding.program is not None:
+                kind = _PROGRAM
             else:
                 kind = _LOCAL
             ins = tuple(v.id for v in node.inputs)
@@ -187,7 +189,11 @@ def run_sharded(graph: Graph, *args: Any) -> Any:
             env[var.id] = _global_input(var, spec, value, ranks, backend)
     xp = module_of(x for shards in env.values() for x in shards.values())
     for kind, node, ins, outs, single in program.steps:
-        if kind == _LOCAL:
+        if kind == _PROGRAM:  # an op that communicates in the middle
+            produced = node.sharding.program(backend, *[env[i] for i in ins])  # type: ignore[union-attr]
+            for out, shards in zip(outs, produced if len(outs) > 1 else (produced,)):
+                env[out] = {r: as_array(x) for r, x in shards.items()}
+        elif kind == _LOCAL:
             local = node.sharding.local  # type: ignore[union-attr]
             if single:
                 env[outs[0]] = {r: as_array(local(r, *[env[i][r] for i in ins])) for r in ranks}

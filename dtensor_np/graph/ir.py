@@ -223,14 +223,17 @@ class NodeSharding:
     ``inputs``: the spec every input (in ``Node.inputs`` order) must have;
     ``outputs``: the spec of every output; ``local(rank, *arrays)``: the
     rank's result from its local input arrays (None for a redistribute, which
-    communicates instead); ``note``: why the node runs the way it does, e.g.
-    that it has no sharding rule and runs replicated.
+    communicates instead); ``program(backend, *shards)``: instead of ``local``,
+    for an op that communicates in the middle (see
+    :class:`~dtensor_np.propagation.Decision`); ``note``: why the node runs the
+    way it does, e.g. that it has no sharding rule and runs replicated.
     """
 
     inputs: tuple[DTensorSpec, ...]
     outputs: tuple[DTensorSpec, ...]
     local: Optional[Callable[..., Any]] = field(default=None, compare=False)
     note: str = ""
+    program: Optional[Callable[..., Any]] = field(default=None, compare=False)
 
     @property
     def replicated(self) -> bool:

@@ -96,7 +96,9 @@ def _by_rule(fn: Any, method: str, args: tuple, kwargs: dict) -> Optional[tuple[
     for stand_in in (_unit, _empty):
         try:
             results, _ = _results(_call_with(fn, method, args, kwargs, stand_in), "")
-        except Exception:  # noqa: BLE001 - e.g. a reshape to a fixed size: keep the rule's dtype
+        except TypeError:  # NumPy refuses the dtypes (or arguments): its own error, at trace time
+            raise
+        except Exception:  # noqa: BLE001 - a shape these stand-ins lack (a reshape to a fixed size): the rule's dtype
             continue
         if results is not None and len(results) == len(shapes):
             dtypes = [np.asarray(r).dtype for r in results]

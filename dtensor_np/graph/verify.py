@@ -181,7 +181,7 @@ def _verify_sharding(graph: Graph) -> None:
         if isinstance(node.fn, Redistribute):
             if (node.fn.src, node.fn.dst) != (s.inputs[0], s.outputs[0]):
                 raise GraphError(f"{where} moves {node.fn.src} -> {node.fn.dst} but is marked {s.inputs[0]} -> {s.outputs[0]}")
-        elif s.local is None and not (isinstance(node.fn, MeshOp) and node.fn.communicates):
+        elif s.local is None and s.program is None and not (isinstance(node.fn, MeshOp) and node.fn.communicates):
             raise GraphError(f"{where} has no per-rank function")
         if isinstance(node.fn, MeshOp):
             problem = node.fn.check_sharding(s.inputs, s.outputs)

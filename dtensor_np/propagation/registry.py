@@ -32,17 +32,23 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """What to do for one call: input specs to redistribute to, output specs, and the per-rank function.
+    """What to do for one call: input specs to redistribute to, output specs, and what the ranks run.
 
     ``local(rank, *arrays)`` returns the rank's output array (or a tuple when
-    ``multiple_outputs``).  Output dtypes are placeholders until the local
-    results exist.
+    ``multiple_outputs``).  An op that must communicate in the middle (a scan
+    along a sharded dim, an argmax over ranks) gives a ``program`` instead:
+    ``program(backend, *shards)`` takes each input's ``{rank: array}`` for the
+    ranks this process holds, may run collectives through ``backend`` (the same
+    ones on every rank, its docstring saying which), and returns the output's
+    ``{rank: array}`` (a tuple of them when ``multiple_outputs``).  Output
+    dtypes are placeholders until the local results exist.
     """
 
     inputs: tuple[DTensorSpec, ...]
     outputs: tuple[DTensorSpec, ...]
-    local: Callable[..., Any]
+    local: Optional[Callable[..., Any]]
     multiple_outputs: bool = False
+    program: Optional[Callable[..., Any]] = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,11 +87,17 @@ def _by_rule(node: Node, rule: OpRule, specs: tuple[DTensorSpec, ...]) -> NodeSh
             raise ShardingError(f"it gives an output of shape {spec.shape}, the node's is {var.aval.shape}")
         outputs.append(with_meta(spec, var.aval.shape, var.aval.dtype))
     inner = decision.local
+    program = decision.program
     if order == list(range(len(specs))):
-        return NodeSharding(tuple(needs), tuple(outputs), inner)
+        return NodeSharding(tuple(needs), tuple(outputs), inner, program=program)
+    if program is not None:
+        def reordered_program(backend: Any, *shards: Any) -> Any:
+            return program(backend, *[shards[i] for i in order])
+
+        return NodeSharding(tuple(needs), tuple(outputs), None, program=reordered_program)
 
     def reordered(rank: int, *arrays: Any) -> Any:
-        return inner(rank, *[arrays[i] for i in order])
+        return inner(rank, *[arrays[i] for i in order])  # type: ignore[misc]
 
     return NodeSharding(tuple(needs), tuple(outputs), reordered)
 

@@ -76,12 +76,12 @@ def _check_counting(world, failures: Failures) -> None:
     nbytes = 4 * 2 * 4
     failures.expect(
         inner.counts == {"all_gather": 0, "all_reduce": 2, "reduce_scatter": 1, "all_to_all": 1,
-                         "broadcast": 0, "scatter": 0},
+                         "broadcast": 0, "scatter": 0, "scan": 0},
         f"inner counts {inner.counts}",
     )
     failures.expect(
         outer.counts == {"all_gather": 1, "all_reduce": 2, "reduce_scatter": 1, "all_to_all": 1,
-                         "broadcast": 1, "scatter": 2},
+                         "broadcast": 1, "scatter": 2, "scan": 0},
         f"outer counts {outer.counts}",
     )
     failures.expect(outer.total == 8, f"outer total {outer.total}")
