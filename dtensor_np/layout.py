@@ -29,6 +29,7 @@ from .int_tuple import (
     index_to_coordinate,
     inner_product,
     is_int,
+    is_integer,
     is_tuple,
     product,
 )
@@ -44,6 +45,15 @@ def _check_int_tuple(name: str, value: object) -> None:
             _check_int_tuple(name, item)
         return
     raise TypeError(f"Layout {name} must be an int or a nested tuple of ints, got {value!r}")
+
+
+def _plain(value: object) -> object:
+    """NumPy integers in a (nested) int tuple as Python ints; anything else as it was."""
+    if is_integer(value):
+        return int(value)  # type: ignore[call-overload]
+    if is_tuple(value):
+        return tuple(_plain(item) for item in value)  # type: ignore[union-attr]
+    return value
 
 
 def _make(shapes: list[int], strides: list[int]) -> "Layout":
@@ -66,6 +76,8 @@ class Layout:
     stride: IntTuple
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", _plain(self.shape))  # NumPy integers are taken, as ints
+        object.__setattr__(self, "stride", _plain(self.stride))
         _check_int_tuple("shape", self.shape)
         _check_int_tuple("stride", self.stride)
         if not congruent(self.shape, self.stride):

@@ -426,6 +426,53 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
                lambda: dt.init_device_mesh((n,), backend="nccl"))
     cat.raises("a rank outside the mesh", ShardingError, rf"rank must be in \[0, {n}\), got {n}",
                lambda: mesh.coordinate_of(n))
+    # Regression: init_device_mesh("2") recursed until RecursionError; None, (2.5,) and (True, 4) leaked
+    # "'...' object is not iterable"; NumPy integers were refused.
+    shape_type = r"mesh shape must be a non-empty tuple of positive ints, got "
+    for bad_shape, now in (("2", "RecursionError"), (None, "TypeError \"'NoneType' object is not iterable\""),
+                           ((2.5,), "TypeError \"'float' object is not iterable\""),
+                           ((True, 4), "TypeError \"'bool' object is not iterable\"")):
+        cat.raises(f"init_device_mesh({bad_shape!r})", ShardingError, shape_type + re.escape(repr(bad_shape)),
+                   lambda bad_shape=bad_shape: dt.init_device_mesh(bad_shape),
+                   bug=f"expected ShardingError naming {bad_shape!r}; got {now}")
+    cat.raises("DeviceMesh((True, n))", ShardingError, shape_type + rf"\(True, {n}\)", lambda: dt.DeviceMesh((True, n)))
+
+    def numpy_integers_are_ints():
+        for shape in ((np.int64(n),), np.array([n]), np.int32(n)):
+            made = dt.init_device_mesh(shape)
+            assert made == dt.init_device_mesh((n,)) and type(made.shape[0]) is int, (shape, made)
+        square = dt.DeviceMesh((np.int64(2), np.int64(2)), world_size=np.int64(4), layout=dt.Layout((np.int64(2), 2), (2, np.int64(1))))
+        assert square == dt.DeviceMesh((2, 2)) and square.coordinate_of(np.int64(3)) == (1, 1)
+        assert square.rank_groups(np.int64(1)) == [[0, 1], [2, 3]]
+        assert dt.DeviceMesh((4,)).unflatten(np.int64(0), np.array([2, 2])) == dt.DeviceMesh((2, 2))
+
+    cat.works("NumPy integers are ints for meshes (init_device_mesh, DeviceMesh, its methods)", numpy_integers_are_ints,
+              bug="expected NumPy integers taken as ints; got TypeError \"'numpy.int64' object is not iterable\"")
+    # Regression: init_device_mesh split a string of names into characters: ("a", "b").
+    cat.raises("init_device_mesh with one string for two names", ShardingError,
+               r"expected 2 dim names for mesh shape \(2, 2\), got 1: \('ab',\)",
+               lambda: dt.init_device_mesh((2, 2), dim_names="ab", backend="simulated"),
+               bug="expected ShardingError (a string is one name, as DeviceMesh takes it); got dim names ('a', 'b')")
+    cat.raises("an empty dim name", ShardingError, r"mesh dim names must be non-empty strings, got \('',\)",
+               lambda: dt.init_device_mesh((n,), dim_names=("",)), bug="expected ShardingError; got a mesh with a dim named ''")
+    cat.raises("dim names that are not a sequence", TypeError, r"mesh dim names must be a tuple of strings \(one per mesh dim\), got 5",
+               lambda: dt.DeviceMesh((n,), dim_names=5))
+
+    # -- layouts -----------------------------------------------------------------------------------
+    def layout_algebra():
+        for shape, stride in (((3, 2), (6, 8)), ((2, 2), (4, 6)), ((3, 2), (2, 3))):
+            assert dt.Layout(shape, stride).check_non_overlap() is True, (shape, stride)
+        left, right = dt.Layout((4, 3), (4, 6)), dt.Layout((1, 3), (4, 3))
+        composed = left.composition(right)
+        assert [composed(i) for i in range(3)] == [left(right(i)) for i in range(3)] == [0, 4, 8]
+
+    # Regression: check_non_overlap answered False for these (sorted-stride test only); the composition raised.
+    cat.works("layouts that do not overlap, and a composition with a size-1 mode", layout_algebra,
+              bug="expected True and (1, 3):(0, 4); got False and ShardingError 'cannot compose'")
+    cat.raises("a composition whose modes carry into each other", ShardingError,
+               r"cannot compose \(2, 2\):\(1, 2\) with \(2, 2\):\(1, 1\): the modes of \(2, 2\):\(1, 1\) overlap",
+               lambda: dt.Layout((2, 2), (1, 2)).composition(dt.Layout((2, 2), (1, 1))),
+               bug="expected ShardingError; got (2, 2):(2, 2), which is not i -> self(other(i))")
 
     # -- an MPI world whose size differs from the mesh -----------------------------
     if world.kind == "mpi":
