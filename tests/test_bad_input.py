@@ -46,6 +46,7 @@ import dtensor_np as dt
 from dtensor_np import Partial, Replicate, Shard
 from dtensor_np.placements import placements_str
 from launching import MPIEXEC, clean_mpi_env
+from strategies import per_rank
 
 R = Replicate()
 NAN, INF = np.nan, np.inf
@@ -169,13 +170,6 @@ class Catalogue:
             pytest.fail(head + " (details in rank 0's report): " + "; ".join(f.split("\n")[0] for f in self.failures),
                         pytrace=False)
         pytest.fail(head + ":\n" + "\n".join(self.failures), pytrace=False)
-
-
-def per_rank(world: Any, mesh: dt.DeviceMesh, make: Callable[[int], Any]) -> Any:
-    """``from_local``'s ``local`` argument: ``make(rank)`` under MPI, ``{rank: make(rank)}`` simulated."""
-    if mesh.backend == "mpi":
-        return make(world.ranks[0])
-    return {r: make(r) for r in range(mesh.world_size)}
 
 
 def two_d_mesh(world: Any) -> Optional[dt.DeviceMesh]:
@@ -355,9 +349,98 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
     cat.raises("an op with no rule (np.cumsum)", ShardingError, r"no sharding rule for numpy\.cumsum", lambda: np.cumsum(x))
     cat.raises("a ufunc method with no rule (np.add.accumulate)", ShardingError, r"no sharding rule for numpy\.add\.accumulate",
                lambda: np.add.accumulate(x))
-    cat.raises("a reduction axis out of range", ShardingError, r"axis 5 is out of bounds for an array of dimension 2",
+    cat.raises("a reduction axis out of range", ShardingError, r"axis 5 is out of bounds for array of dimension 2",
                lambda: np.sum(x, axis=5))
     cat.raises("a repeated reduction axis", ShardingError, r"duplicate value in axis", lambda: np.sum(x, axis=(0, 0)))
+
+    # -- axes and shapes: checked like NumPy, with its error types, before anything moves --------
+    x0 = dt.distribute_tensor(np.array(2.5), mesh, [R])
+    AxisError = np.exceptions.AxisError  # dtensor_np raises its AxisError: a ShardingError and NumPy's AxisError
+    cat.raises("an axis out of range is NumPy's AxisError too", AxisError, r"^axis 5 is out of bounds for array of dimension 2$",
+               lambda: np.sum(x, axis=5))
+    # Regression: swapaxes took every axis modulo ndim: axis 5 of a 2-d array became 1.
+    cat.raises("swapaxes with an axis out of range", AxisError, r"axis2: axis 5 is out of bounds for array of dimension 2",
+               lambda: x.swapaxes(0, 5), bug="expected AxisError; got a (4, 3) DTensor (axis 5 wrapped to 1)")
+    # Regression: 0-d swapaxes raised IndexError "list index out of range" from the rule.
+    cat.raises("swapaxes of a 0-d DTensor", AxisError, r"axis1: axis 0 is out of bounds for array of dimension 0",
+               lambda: x0.swapaxes(0, 1), bug="expected AxisError; got IndexError 'list index out of range'")
+    cat.raises("transpose with an axis out of range", AxisError, r"axes: axis 5 is out of bounds for array of dimension 2",
+               lambda: np.transpose(x, (0, 5)))
+    cat.raises("transpose with a repeated axis", ShardingError, r"duplicate value in axes \(0, 0\)",
+               lambda: np.transpose(x, (0, 0)))
+    cat.raises("transpose with too few axes", ShardingError, r"axes \(0,\) don't match array",
+               lambda: np.transpose(x, (0,)))
+    cat.raises("moveaxis to an axis out of range", AxisError, r"destination: axis 5 is out of bounds for array of dimension 2",
+               lambda: np.moveaxis(x, 0, 5))
+    cat.raises("expand_dims at an axis out of range", AxisError, r"axis 5 is out of bounds for array of dimension 3",
+               lambda: np.expand_dims(x, 5))
+    cat.raises("stack along an axis out of range", AxisError, r"axis 3 is out of bounds for array of dimension 3",
+               lambda: np.stack([x, x], axis=3))
+    # Regression: a string axis was read with int(): axis "0" reduced dim 0.
+    cat.raises("np.sum with a string axis", TypeError,
+               r"axis must be an int or a tuple of ints, got '0' \('str' object cannot be interpreted as an integer\)",
+               lambda: np.sum(x, axis="0"), bug="expected TypeError as NumPy's; got a P(sum) DTensor of shape (4,)")
+    # Regression: a list axis was frozen into a tuple: NumPy's reductions refuse it.
+    cat.raises("np.sum with a list axis", TypeError, r"got \[0\] \('list' object cannot be interpreted as an integer\)",
+               lambda: np.sum(x, axis=[0]), bug="expected TypeError as NumPy's; got a P(sum) DTensor of shape (4,)")
+    # Regression: a fractional axis raised "'float' object is not iterable".
+    cat.raises("np.sum with a fractional axis", TypeError, r"got 1\.5 \('float' object cannot be interpreted as an integer\)",
+               lambda: np.sum(x, axis=1.5), bug="expected TypeError saying what an axis is; got \"'float' object is not iterable\"")
+    cat.raises("np.sum with a bool axis", TypeError, r"got True \(a bool is not an axis\)", lambda: np.sum(x, axis=True))
+    cat.raises("np.concatenate with a fractional axis", TypeError, r"axis must be an int, got 1\.5",
+               lambda: np.concatenate([x, x], axis=1.5))
+    # Regression: reshape read its sizes with int(): 2.0 became 2.
+    cat.raises("reshape with a float size", TypeError, r"numpy\.reshape: the new shape must be an int or a sequence of ints, got \(2\.0, -1\)",
+               lambda: x.reshape(2.0, -1), bug="expected TypeError as NumPy's; got a (2, 6) DTensor")
+    cat.raises("np.reshape to a float", TypeError, r"numpy\.reshape: the new shape must be an int or a sequence of ints, got 12\.0",
+               lambda: np.reshape(x, 12.0))
+    # NumPy's reductions (not np.mean) take the int axis 0 or -1 of a 0-d array and reduce nothing.
+    # Regression: np.sum(x0d, axis=0) raised IndexError "tuple index out of range" from the reduction rule.
+    cat.works("np.sum/max/prod/any and ufunc.reduce of a 0-d DTensor over axis 0 or -1 equal NumPy", lambda: [
+        equal(f(x0, axis=axis).full_tensor(), np.asarray(f(np.array(2.5), axis=axis)))
+        for f in (np.sum, np.max, np.prod, np.any, np.add.reduce) for axis in (0, -1)],
+        bug="expected NumPy's value 2.5; got IndexError 'tuple index out of range'")
+    cat.raises("np.sum of a 0-d DTensor over the tuple axis (0,)", AxisError, r"axis 0 is out of bounds for array of dimension 0",
+               lambda: np.sum(x0, axis=(0,)))
+    cat.raises("np.sum of a 0-d DTensor over axis 1", AxisError, r"axis 1 is out of bounds for array of dimension 0",
+               lambda: np.sum(x0, axis=1))
+    cat.raises("np.mean of a 0-d DTensor over axis 0", AxisError, r"axis 0 is out of bounds for array of dimension 0",
+               lambda: np.mean(x0, axis=0))
+
+    # -- shapes that do not broadcast: the rule refuses, whatever the placements (never a collective error) --
+    wide = np.arange(5.0)
+    for pa in (R, Shard(0), Shard(1), Partial("sum")):
+        for pb in (R, Shard(0), Partial("sum")):
+            cat.raises(f"(3, 4) {pa} + (5,) {pb}", ShardingError, r"has size 4 in one input and 5 in another",
+                       lambda pa=pa, pb=pb: dt.distribute_tensor(a, mesh, [pa]) + dt.distribute_tensor(wide, mesh, [pb]))
+    if mesh2 is not None:
+        cat.raises("(3, 4) S(0)S(1) + (5,) RS(0) on a 2-D mesh", ShardingError, r"has size 4 in one input and 5 in another",
+                   lambda: dt.distribute_tensor(a, mesh2, [Shard(0), Shard(1)]) + dt.distribute_tensor(wide, mesh2, [R, Shard(0)]))
+
+    # -- reductions with dtype=: each element is cast, then reduced, as NumPy does ---------------------
+    # Regression: an integer mean divided each rank's sum by the count and truncated per rank: 0 for
+    # np.mean(arange(4), dtype=int64) on 4 ranks (NumPy: 1), zeros with axis=0 and dtype=int32.
+    cat.works("np.mean(dtype=int64) of a sharded int64 array equals NumPy", lambda: [
+        equal(np.mean(dt.distribute_tensor(full, mesh, [Shard(0)]), axis=axis, dtype=dtype).full_tensor(),
+              np.asarray(np.mean(full, axis=axis, dtype=dtype)))
+        for full, axis, dtype in ((np.arange(4), None, np.int64), (np.arange(8).reshape(4, 2), 0, np.int32),
+                                  (np.arange(-7, 3), None, np.int8), (np.arange(5), None, np.bool_))],
+        bug="expected NumPy's 1 (and [3, 4]); got 0 (and zeros) on 4 ranks: each rank truncated its share")
+    # Regression: a float Partial(sum) summed with dtype=int8/int64 cast each rank's partial value, not the sum.
+    def sum_of_pending_floats(dtype):
+        full = np.array([2.5, 3.5, 7.25, 8.75, 9.0])
+
+        def part(r: int) -> np.ndarray:
+            return full - 0.5 * (n - 1) if r == 0 else np.full(5, 0.5)
+
+        pending = dt.DTensor.from_local(per_rank(world, mesh, part), mesh, [Partial("sum")])
+        for axis in (None, 0):
+            equal(np.sum(pending, axis=axis, dtype=dtype).full_tensor(), np.asarray(np.sum(full, axis=axis, dtype=dtype)))
+            equal(np.add.reduce(pending, axis=axis, dtype=dtype).full_tensor(), np.asarray(np.add.reduce(full, axis=axis, dtype=dtype)))
+
+    for dtype in (np.int8, np.int64):
+        cat.works(f"np.sum(dtype={dtype.__name__}) of a float Partial(sum) equals NumPy", lambda dtype=dtype: sum_of_pending_floats(dtype),
+                  bug="expected NumPy's 29; got the sum of each rank's truncated partial value")
     cat.raises("shapes that do not broadcast", ShardingError, r"has size 4 in one input and 5 in another",
                lambda: np.add(x, dt.distribute_tensor(np.ones(5), mesh, [R])))
     cat.raises("matmul with mismatched inner dims", ShardingError, r"has size 4 in one input and 3 in another",
