@@ -22,15 +22,16 @@ from .spec import DTensorSpec, TensorMeta, _local_block
 __all__ = ["build_from_local"]
 
 MAX_NDIM = 8
-_OK, _BAD_TYPE, _BAD_DTYPE, _BAD_NDIM, _MAPPING = 0, 1, 2, 3, 4
+_OK, _BAD_TYPE, _BAD_DTYPE, _BAD_NDIM, _MAPPING, _SUBCLASS = 0, 1, 2, 3, 4, 5
 _LIBRARIES = {"numpy": 0, "cupy": 1}
 _REASONS = {
     _BAD_TYPE: "is not a NumPy or CuPy array",
     _BAD_DTYPE: "has a dtype that cannot be distributed (object, string, void or datetime)",
     _BAD_NDIM: "has a different number of dims than the placements need",
     _MAPPING: "is a mapping of ranks; under MPI, from_local takes this rank's own array",
+    _SUBCLASS: "is an ndarray subclass (a masked array or matrix), not a plain numpy.ndarray",
 }
-_TYPE_ERRORS = (_BAD_TYPE, _BAD_DTYPE, _MAPPING)
+_TYPE_ERRORS = (_BAD_TYPE, _BAD_DTYPE, _MAPPING, _SUBCLASS)
 
 
 def _dtype_code(dtype: np.dtype) -> int:
@@ -47,7 +48,7 @@ def _describe(x: Any, placements: Sequence[Placement]) -> tuple[list[int], Optio
     try:
         check_array(x, "local shard")
     except TypeError as e:
-        return [_BAD_DTYPE] + [0] * (3 + MAX_NDIM), e
+        return [_SUBCLASS if type(x) is not np.ndarray and isinstance(x, np.ndarray) else _BAD_DTYPE] + [0] * (3 + MAX_NDIM), e
     shard_dims = [p.dim for p in placements if isinstance(p, Shard)]
     ndim = x.ndim
     if ndim > MAX_NDIM or any(not -ndim <= d < ndim for d in shard_dims):

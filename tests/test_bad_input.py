@@ -43,6 +43,7 @@ import numpy as np
 import pytest
 
 import dtensor_np as dt
+from collectives import CollectiveError
 from dtensor_np import Partial, Replicate, Shard
 from dtensor_np.placements import placements_str
 from launching import MPIEXEC, clean_mpi_env
@@ -273,6 +274,33 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
     if n > 1:  # one rank: a Partial over one rank never reduces, so there is nothing to refuse
         cat.raises("Partial('avg') of an integer array", TypeError, r"'avg' needs a floating or complex dtype, got int64",
                    lambda: dt.distribute_tensor(np.arange(6), mesh, [Partial("avg")]).full_tensor())
+    # Regression: an ndarray subclass was taken as its data: a masked array's mask was dropped, a matrix kept.
+    masked = np.ma.masked_array(a, mask=a > 6)
+    cat.raises("distribute_tensor of a masked array", TypeError,
+               r"expected a plain numpy\.ndarray or cupy\.ndarray for the array, got numpy\.ma\.MaskedArray; pass x\.filled\(fill_value\)",
+               lambda: dt.distribute_tensor(masked, mesh, [Shard(0)]),
+               bug="expected TypeError naming numpy.ma.MaskedArray; got a DTensor of the data with the mask dropped")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PendingDeprecationWarning)  # NumPy discourages np.matrix itself
+        matrix = np.matrix(a)
+    cat.raises("distribute_tensor of a numpy.matrix", TypeError, r"got numpy\.matrix; pass np\.asarray\(x\)",
+               lambda: dt.distribute_tensor(matrix, mesh, [Shard(1)]),
+               bug="expected TypeError naming numpy.matrix; got a DTensor")
+    big = (np.arange(7.0) * 1.5).astype(">f8")
+    # Regression: np.mean of a big-endian DTensor asked np.sum for dtype='>f8', which NumPy refuses.
+    cat.works("np.mean of a big-endian DTensor equals NumPy", lambda: [
+        equal(f(dt.distribute_tensor(big, mesh, [p]), axis=axis).full_tensor(), np.asarray(f(big, axis=axis)))
+        for f in (np.mean, np.sum, np.max) for p in (Shard(0), R, Partial("max")) for axis in (None, 0)
+        if not (p == Partial("max") and f is not np.max)],
+        bug="expected NumPy's values; got TypeError 'The `dtype` and `signature` arguments to ufuncs only select "
+            "the general DType and not details such as the byte order'")
+    if n > 1:
+        # Regression (MPI): a dtype code from another process that this one never saw was named "<dtype #1468801180>".
+        cat.raises("a collective whose ranks disagree on byte order names both dtypes", CollectiveError,
+                   rf"dtype mismatch in group .*: expected float64 \(rank 0\) on every member, got >f8 on rank {n - 1}",
+                   lambda: world.backend.all_gather(
+                       {r: np.zeros(2, ">f8" if r == n - 1 else "f8") for r in world.ranks}, (tuple(range(n)),)),
+                   bug=None if world.kind == "simulated" else "expected the name >f8; got '<dtype #1468801180>' on the ranks that never saw it")
 
     # -- redistribute ------------------------------------------------------------
     p_sum = dt.distribute_tensor(a, mesh, [Partial("sum")])
@@ -704,6 +732,11 @@ def test_catalogue_from_local(world):
                    bug=f"expected every rank's message to name rank {bad} and S(0); got 'a 0-d local shard cannot take "
                        f"placements ['S(0)']' (no rank named) on rank {bad}"
                        + (f", \"from_local: rank {bad}'s shard has a different number of dims ...\" (no placement) elsewhere" if mpi else ""))
+        cat.raises("from_local: one rank's shard is a masked array", TypeError,
+                   rf"rank {bad}'s shard is an ndarray subclass \(a masked array or matrix\), not a plain numpy\.ndarray",
+                   lambda: dt.DTensor.from_local(with_bad(lambda r: np.ma.masked_array(good(r))), mesh, [Shard(0)]),
+                   same_message=False,
+                   bug=f"expected TypeError naming rank {bad} on every rank; got a DTensor (rank {bad}'s mask dropped)")
     cat.raises("from_local: every shard has object dtype", TypeError, r"has dtype object",
                lambda: dt.DTensor.from_local(per_rank(world, mesh, lambda r: good(r).astype(object)), mesh, [Shard(0)]))
     cat.raises("from_local: every shard is 0-d under Shard(0)", ShardingError, r"0-d local shard cannot take placements \['S\(0\)'\]",
@@ -926,6 +959,11 @@ ONE_RANK_SCRIPT = textwrap.dedent(
         elif case == "from_local_mapping_on_one_rank":
             local = np.arange(2.0)
             dt.DTensor.from_local({rank: local} if rank == bad else local, mesh, [dt.Shard(0)])
+        elif case == "distribute_masked_on_one_rank":
+            dt.distribute_tensor(np.ma.masked_array(good, mask=good > 3) if rank == bad else good, mesh, [dt.Shard(0)])
+        elif case == "from_local_masked_on_one_rank":
+            local = np.arange(2.0)
+            dt.DTensor.from_local(np.ma.masked_array(local) if rank == bad else local, mesh, [dt.Shard(0)])
         else:
             raise SystemExit("unknown case " + case)
         outcome = [rank, "", ""]
@@ -965,6 +1003,15 @@ ONE_RANK_CASES = {
         "rank {bad} raises TypeError 'under MPI, from_local takes this rank's own array' before the shared check; "
         "the other ranks stay in gather_descriptors' Allgather, which pairs with rank {bad}'s next collective: "
         "hang or MPI abort",
+    ),
+    # Regression: a masked array was distributed as its data (mask dropped) on rank {bad} only.
+    "distribute_masked_on_one_rank": (
+        "TypeError", "rank {bad}",
+        "no error: rank {bad}'s masked array was taken as its data, its mask dropped",
+    ),
+    "from_local_masked_on_one_rank": (
+        "TypeError", "rank {bad}",
+        "no error: rank {bad}'s masked shard was taken as its data, its mask dropped",
     ),
 }
 
