@@ -13,6 +13,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from .errors import ShardingError
+from .int_tuple import as_ints
 from .local_tensor import LocalTensor
 from .mesh import DeviceMesh
 from .placements import Placement, Shard
@@ -72,6 +73,7 @@ def build_from_local(
 
     if not isinstance(mesh, DeviceMesh):
         raise TypeError(f"from_local needs a DeviceMesh, got {type(mesh).__name__}")
+    shape = None if shape is None else as_ints(shape, "from_local: shape")
     backend = backend_for(mesh)
     if mesh.backend == "mpi":
         shards = {backend.ranks[0]: local}

@@ -125,7 +125,10 @@ def lookup_redistribute(
             if known == placements and order == shard_order:
                 return found
     key = (spec, placements, shard_order)
-    entry = _LOOKUP.get(key)
+    try:
+        entry = _LOOKUP.get(key)
+    except TypeError:  # a list inside: the target spec checks the arguments (and then they are not cached)
+        return _new_entry(spec, placements, shard_order)
     if entry is None:
         entry = _new_entry(spec, placements, shard_order)
         if len(_LOOKUP) >= _LOOKUP_LIMIT:

@@ -341,6 +341,34 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
     other = dt.DeviceMesh((n,), dim_names=("w",), backend=world.kind)
     cat.raises("plan_redistribute between two meshes", ShardingError, r"cannot redistribute between different meshes",
                lambda: dt.plan_redistribute(x.spec, dt.DTensorSpec(other, [R], x.spec.tensor_meta)))
+    # Regression: a list inside the placements reached the redistribute cache's dict: "unhashable type: 'list'".
+    cat.raises("redistribute to a nested list", TypeError, r"expected a placement .*got \[Replicate\(\)\]",
+               lambda: x.redistribute([[R]]), bug="expected the placement TypeError; got TypeError \"unhashable type: 'list'\"")
+    shard_order_type = r"shard_order must be a tuple of \(tensor dim, \(mesh dim, \.\.\.\)\) pairs of ints, got "
+    # Regression: malformed shard orders were read with int() and unpacking: accepted, or a stray error.
+    cat.raises("a shard order entry without a tuple of mesh dims", TypeError, shard_order_type + r"\(\(0, 0\),\)",
+               lambda: x.redistribute([Shard(0)], shard_order=((0, 0),)),
+               bug="expected TypeError; got ShardingError 'shard order () does not match placements S(0)'")
+    cat.raises("a shard order given as a string", TypeError, shard_order_type + "'ab'",
+               lambda: x.redistribute([Shard(0)], shard_order="ab"),
+               bug="expected TypeError; got ValueError 'not enough values to unpack (expected 2, got 1)'")
+    cat.raises("a shard order with a string dim", TypeError, shard_order_type + r"\(\('0', \(0,\)\),\)",
+               lambda: x.redistribute([Shard(0)], shard_order=(("0", (0,)),)),
+               bug="expected TypeError; got a DTensor: int('0') read it as tensor dim 0")
+    cat.works("a shard order of lists works", lambda: equal(x.redistribute([Shard(1)], shard_order=[[1, [0]]]).full_tensor(), a))
+    # Regression: plan_redistribute("a", "b") raised AttributeError "'str' object has no attribute 'mesh'".
+    cat.raises("plan_redistribute of strings", TypeError, r"plan_redistribute needs a DTensorSpec for the source, got str 'a'",
+               lambda: dt.plan_redistribute("a", "b"), bug="expected TypeError naming DTensorSpec; got AttributeError")
+    cat.raises("plan_redistribute to a placement list", TypeError, r"plan_redistribute needs a DTensorSpec for the target, got list",
+               lambda: dt.plan_redistribute(x.spec, [R]), bug="expected TypeError naming DTensorSpec; got AttributeError")
+    # Regression: a missing coordinate raised "'NoneType' object is not iterable".
+    cat.raises("compute_local_shape_and_global_offset without a coordinate", TypeError,
+               r"compute_local_shape_and_global_offset: coordinate must be a mesh coordinate \(one int per mesh dim\), got None",
+               lambda: dt.compute_local_shape_and_global_offset(a.shape, mesh, [Shard(0)], None),
+               bug="expected TypeError naming the coordinate; got \"'NoneType' object is not iterable\"")
+    cat.works("compute_local_shape_and_global_offset takes NumPy integers", lambda: equal(
+        np.array(dt.compute_local_shape_and_global_offset(np.array(a.shape), mesh, [Shard(0)], (np.int64(n - 1),))),
+        np.array(dt.compute_local_shape_and_global_offset(a.shape, mesh, [Shard(0)], (n - 1,)))))
     cat.works("x is unchanged after the refused redistributes", lambda: equal(x.full_tensor(), a))
 
     # -- operands that do not fit together ----------------------------------------
@@ -669,6 +697,17 @@ def test_catalogue_from_local(world):
     cat.raises("from_local with a fractional shape", TypeError, r"shape must be a sequence of ints, got \(3\.5,\)",
                lambda: dt.DTensor.from_local(per_rank(world, mesh, good), mesh, [R], shape=(3.5,)),
                bug="expected TypeError naming (3.5,); got a DTensor of shape (3,)")
+    # Regression: shape=6 raised "'int' object is not iterable", after the shared check's collective.
+    cat.raises("from_local with one int for the shape", TypeError, r"from_local: shape must be a sequence of ints, got 6",
+               lambda: dt.DTensor.from_local(per_rank(world, mesh, good), mesh, [R], shape=6),
+               bug="expected TypeError naming the shape, before any collective; got \"'int' object is not iterable\"")
+    cat.works("from_local takes NumPy integers in the shape",
+              lambda: equal(dt.DTensor.from_local(per_rank(world, mesh, good), mesh, [Shard(0)], shape=np.array([3 * n])).full_tensor(), full))
+    # Regression: a masked shard was taken as its data (the mask dropped).
+    cat.raises("from_local: every shard is a masked array", TypeError,
+               r"is an ndarray subclass .*got numpy\.ma\.MaskedArray; pass x\.filled\(fill_value\)",
+               lambda: dt.DTensor.from_local(per_rank(world, mesh, lambda r: np.ma.masked_array(good(r), mask=good(r) > 4)), mesh, [Shard(0)]),
+               bug="expected TypeError naming numpy.ma.MaskedArray; got a DTensor without the mask")
     if mpi:
         cat.raises("from_local given {rank: array} under MPI", TypeError,
                    r"under MPI, from_local takes this rank's own array, not a mapping of ranks",
