@@ -62,16 +62,36 @@ def unsupported_dtype_error(kind: str, name: str, rank: int | None = None) -> Ty
     )
 
 
+# A code with this bit set carries ``dtype.str`` itself (up to 7 ASCII bytes, e.g. ``>f8``, ``<M8[ns]``),
+# so any process can name it; other dtypes (structured, user types such as bfloat16) get a CRC below 2**32.
+_SPELLED = 1 << 62
+_SPELLED_BYTES = 7
+
+
 @functools.lru_cache(maxsize=None)
 def dtype_code(dtype: np.dtype) -> int:
-    """A small int naming ``dtype``, equal on every process (sent in check descriptors)."""
+    """A small int naming ``dtype``, equal on every process (sent in check descriptors).
+
+    Example:
+        >>> dtype_name(dtype_code(np.dtype(">f8"))), dtype_name(dtype_code(np.dtype("int32")))
+        ('>f8', 'int32')
+    """
+    text = dtype.str
+    if len(text) <= _SPELLED_BYTES and text.isascii() and np.dtype(text) == dtype:
+        return _SPELLED | int.from_bytes(text.encode(), "little")
     code = zlib.crc32(f"{dtype.str}|{dtype.name}".encode())
     _names_by_code.setdefault(code, str(dtype))
     return code
 
 
 def dtype_name(code: int) -> str:
-    """The dtype a code from ``dtype_code`` names (looked up among NumPy's own types)."""
+    """The readable name of the dtype a code from ``dtype_code`` names (``float32``, ``>f8``, ``<U3``)."""
+    if code & _SPELLED:
+        text = (code & ~_SPELLED).to_bytes(_SPELLED_BYTES, "little").rstrip(b"\0").decode("ascii", "replace")
+        try:
+            return str(np.dtype(text))
+        except TypeError:
+            return text
     if code not in _names_by_code:
         for scalar_type in set(np.sctypeDict.values()):
             try:

@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from .agreement import MemberInfo
+from .agreement import MemberInfo, verify
 from .arguments import describe_keys, group_layout
 from .backend import MAX_DESCRIPTOR_LENGTH, Backend, Prepared
 from .counting import record
 from .device import is_device_array
-from .dtypes import dtype_code, dtype_name, validate_dtype
+from .dtypes import dtype_code, validate_dtype
 from .errors import CollectiveError
 from .handles import Handle
 from .ops import OPS
@@ -103,13 +103,9 @@ class SimulatedBackend(Backend):
                 x = np.asarray(x)
             validate_dtype(x.dtype, kind)
             arrays[rank] = x
+        for group in group_layout(groups, self.world_size).groups:  # the members' dtypes, as MPI's check= says it
+            verify(kind, group, [MemberInfo(r, dtype_code(arrays[r].dtype), tuple(arrays[r].shape)) for r in group])
         first = arrays[self.ranks[0]]
-        for rank, x in arrays.items():
-            if x.dtype != first.dtype:
-                raise CollectiveError(
-                    f"{kind}: dtype mismatch: expected {dtype_name(dtype_code(first.dtype))} (rank "
-                    f"{self.ranks[0]}) on every rank, got {dtype_name(dtype_code(x.dtype))} on rank {rank}"
-                )
         return self.prepare(kind, groups, {r: x.shape for r, x in arrays.items()}, first.dtype, **arguments), arrays
 
     # -- helpers for the higher layer -----------------------------------------

@@ -27,6 +27,12 @@ def array_library(x: Any) -> str:
 
 def check_array(x: Any, what: str = "array") -> Any:
     """``x`` as a NumPy or CuPy array of a dtype collectives can move; TypeError otherwise."""
+    if isinstance(x, np.ndarray) and type(x) is not np.ndarray:  # a mask or matrix semantics would be lost
+        masked = isinstance(x, np.ma.MaskedArray)
+        kind = ("numpy.ma.MaskedArray" if masked else "numpy.matrix" if isinstance(x, np.matrix)
+                else f"{type(x).__module__}.{type(x).__name__}")
+        fix = "x.filled(fill_value) (the mask cannot be distributed)" if masked else "np.asarray(x)"
+        raise TypeError(f"expected a plain numpy.ndarray or cupy.ndarray for the {what}, got {kind}; pass {fix}")
     if array_library(x) != "cupy" and not isinstance(x, np.ndarray):
         if is_sharded(x) or isinstance(x, LocalTensor):
             raise TypeError(f"expected a NumPy or CuPy array for the {what}, got a {type(x).__name__}")

@@ -16,11 +16,14 @@ from __future__ import annotations
 import zlib
 from typing import Any, Mapping, Optional, Sequence
 
+import numpy as np
+
 
 from collectives.dtypes import dtype_code, dtype_name
 
 from .arrays import array_library, check_array, checksum
 from .errors import ShardingError
+from .int_tuple import as_ints
 from .local_tensor import LocalTensor
 from .mesh import DeviceMesh
 from .placements import Placement, Shard
@@ -31,15 +34,16 @@ from .spec import DTensorSpec, TensorMeta
 __all__ = ["build_from_local", "MAX_NDIM"]
 
 MAX_NDIM = 8
-_OK, _BAD_TYPE, _BAD_DTYPE, _BAD_NDIM, _MAPPING = 0, 1, 2, 3, 4
+_OK, _BAD_TYPE, _BAD_DTYPE, _BAD_NDIM, _MAPPING, _SUBCLASS = 0, 1, 2, 3, 4, 5
 _LIBRARIES = {"numpy": 0, "cupy": 1}
 _REASONS = {
     _BAD_TYPE: "is not a NumPy or CuPy array",
     _BAD_DTYPE: "has a dtype that cannot be distributed (object, string, void or datetime)",
     _BAD_NDIM: "has a different number of dims than the placements need",
     _MAPPING: "is a mapping of ranks; under MPI, from_local takes this rank's own array",
+    _SUBCLASS: "is an ndarray subclass (a masked array or matrix), not a plain numpy.ndarray",
 }
-_TYPE_ERRORS = (_BAD_TYPE, _BAD_DTYPE, _MAPPING)
+_TYPE_ERRORS = (_BAD_TYPE, _BAD_DTYPE, _MAPPING, _SUBCLASS)
 
 
 def _describe(x: Any, placements: Sequence[Placement], replicated: bool) -> tuple[list[int], Optional[Exception]]:
@@ -50,7 +54,7 @@ def _describe(x: Any, placements: Sequence[Placement], replicated: bool) -> tupl
     try:
         check_array(x, "local shard")
     except TypeError as e:
-        return [_BAD_DTYPE] + [0] * (4 + MAX_NDIM), e
+        return [_SUBCLASS if type(x) is not np.ndarray and isinstance(x, np.ndarray) else _BAD_DTYPE] + [0] * (4 + MAX_NDIM), e
     shard_dims = [p.dim for p in placements if isinstance(p, Shard)]
     ndim = x.ndim
     if ndim > MAX_NDIM or any(not -ndim <= d < ndim for d in shard_dims):
@@ -74,6 +78,7 @@ def build_from_local(
     """The shards this process holds and the spec of the DTensor they make (see ``DTensor.from_local``)."""
     if not isinstance(mesh, DeviceMesh):
         raise TypeError(f"from_local needs a DeviceMesh, got {type(mesh).__name__}")
+    shape = None if shape is None else as_ints(shape, "from_local: shape")
     backend = backend_for(mesh)
     if mesh.backend == "mpi":
         shards = {backend.ranks[0]: local}

@@ -18,11 +18,15 @@ from __future__ import annotations
 import math
 from typing import Union
 
+import numpy as np
+
 IntTuple = Union[int, tuple["IntTuple", ...]]
 
 __all__ = [
     "IntTuple",
     "is_int",
+    "is_integer",
+    "as_ints",
     "is_tuple",
     "flatten",
     "product",
@@ -37,6 +41,40 @@ __all__ = [
 def is_int(x: object) -> bool:
     """True for a plain int (bools are not ints here)."""
     return isinstance(x, int) and not isinstance(x, bool)
+
+
+def is_integer(x: object) -> bool:
+    """True for a Python or NumPy integer, as NumPy takes in a shape (bools are not integers here).
+
+    Example:
+        >>> is_integer(4), is_integer(np.int64(4)), is_integer(True), is_integer(4.0)
+        (True, True, False, False)
+    """
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+def as_ints(value: object, what: str, expected: str = "a sequence of ints") -> tuple[int, ...]:
+    """A sequence of Python or NumPy integers as a tuple of ints; a ``TypeError`` naming ``what`` otherwise.
+
+    Strings, bools, floats and things that are not sequences are refused (the
+    way NumPy refuses them in a shape); NumPy integers and 1-d integer arrays
+    are taken.
+
+    Example:
+        >>> as_ints(np.array([2, 3]), "mesh shape")
+        (2, 3)
+        >>> as_ints((2.0, 3), "shape")
+        Traceback (most recent call last):
+        ...
+        TypeError: shape must be a sequence of ints, got (2.0, 3)
+    """
+    try:
+        items = None if isinstance(value, (str, bytes, dict)) else tuple(value)  # type: ignore[arg-type]
+    except TypeError:  # not iterable (an int, None, a 0-d array)
+        items = None
+    if items is None or not all(is_integer(v) for v in items):
+        raise TypeError(f"{what} must be {expected}, got {value!r}")
+    return tuple(int(v) for v in items)
 
 
 def is_tuple(x: object) -> bool:

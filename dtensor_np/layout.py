@@ -29,6 +29,7 @@ from .int_tuple import (
     index_to_coordinate,
     inner_product,
     is_int,
+    is_integer,
     is_tuple,
     product,
 )
@@ -44,6 +45,15 @@ def _check_int_tuple(name: str, value: object) -> None:
             _check_int_tuple(name, item)
         return
     raise TypeError(f"Layout {name} must be an int or a nested tuple of ints, got {value!r}")
+
+
+def _plain(value: object) -> object:
+    """NumPy integers in a (nested) int tuple as Python ints; anything else as it was."""
+    if is_integer(value):
+        return int(value)  # type: ignore[call-overload]
+    if is_tuple(value):
+        return tuple(_plain(item) for item in value)  # type: ignore[union-attr]
+    return value
 
 
 def _make(shapes: list[int], strides: list[int]) -> "Layout":
@@ -66,6 +76,8 @@ class Layout:
     stride: IntTuple
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", _plain(self.shape))  # NumPy integers are taken, as ints
+        object.__setattr__(self, "stride", _plain(self.stride))
         _check_int_tuple("shape", self.shape)
         _check_int_tuple("stride", self.stride)
         if not congruent(self.shape, self.stride):
@@ -141,17 +153,32 @@ class Layout:
     def composition(self, other: "Layout") -> "Layout":
         """``self o other``: the layout ``i -> self(other(i))``, shaped like ``other``.
 
+        A size-1 mode of ``other`` picks index 0 only, so it becomes ``1:0``
+        whatever ``self`` is.
+
         Example:
             >>> Layout((6, 2), (2, 1)).composition(Layout(3, 2))
             Layout(shape=3, stride=2)
+            >>> Layout((4, 3), (4, 6)).composition(Layout((1, 3), (4, 3)))
+            Layout(shape=(1, 3), stride=(0, 4))
         """
         if is_tuple(other.shape):
             parts = [self.composition(mode) for mode in other.modes()]
-            return Layout(tuple(p.shape for p in parts), tuple(p.stride for p in parts))
+            result = Layout(tuple(p.shape for p in parts), tuple(p.stride for p in parts))
+            # By modes is i -> self(other(i)) only when the modes' offsets add without carrying
+            # from one coordinate of ``self`` into the next; where they do not, refuse.
+            size = self.numel()
+            for got, index in zip(result.all_ranks_from_zero(), other.all_ranks_from_zero()):
+                if index < size and got != self(index):
+                    raise ShardingError(
+                        f"cannot compose {self} with {other}: the modes of {other} overlap in the "
+                        f"coordinates of {self} (index {index} maps to {self(index)}, by modes to {got})"
+                    )
+            return result
         rest_size: int = other.shape  # type: ignore[assignment]
         rest_stride: int = other.stride  # type: ignore[assignment]
-        if rest_stride == 0:
-            return Layout(rest_size, 0)
+        if rest_stride == 0 or rest_size == 1:
+            return Layout(rest_size, 0)  # one index (or one rank over and over): self(0) == 0
         flat = self.coalesce()
         pairs = flat.sizes_and_strides
         shapes: list[int] = []
@@ -174,9 +201,13 @@ class Layout:
                 )
             rest_size //= new_size
             rest_stride = -(-rest_stride // size)
+            if rest_size == 1:
+                break  # every index is placed: the outer modes are never reached
         if rest_size != 1 or not shapes:
             shapes.append(rest_size)
             strides.append(rest_stride * pairs[0][1])
+        if len(shapes) > 1:  # one mode of ``other`` spans several of ``self``: one (nested) mode, as ``other`` has
+            return Layout((tuple(shapes[::-1]),), (tuple(strides[::-1]),))
         return _make(shapes[::-1], strides[::-1])
 
     def complement(self, world_size: int) -> "Layout":
@@ -242,19 +273,35 @@ class Layout:
         ]
 
     def check_non_overlap(self) -> bool:
-        """True when no two indices map to the same rank (sorted by stride, each mode clears the last).
+        """True when no two indices map to the same rank (the layout is injective).
+
+        When the modes, sorted by stride, each start past the span of the ones
+        below it, the answer is True at once; otherwise the ranks are built up
+        one mode at a time and any collision answers False (at most ``numel()``
+        ranks are ever held).
 
         Example:
             >>> Layout((2, 2), (2, 1)).check_non_overlap()
             True
             >>> Layout((2, 2), (1, 1)).check_non_overlap()
             False
+            >>> Layout((3, 2), (2, 3)).check_non_overlap()  # 0, 3, 2, 5, 4, 7
+            True
         """
+        modes = sorted((d, s) for s, d in self.sizes_and_strides if s > 1)
+        if any(stride == 0 for stride, _ in modes):
+            return False
         span = 0
-        for stride, size in sorted((d, s) for s, d in self.sizes_and_strides):
-            if size == 1:
-                continue
-            if stride < span or stride == 0:
-                return False
+        for stride, size in modes:
+            if stride < span:
+                break
             span = size * stride
+        else:
+            return True
+        reached = {0}
+        for stride, size in modes:
+            grown = {r + k * stride for r in reached for k in range(size)}
+            if len(grown) != len(reached) * size:
+                return False
+            reached = grown
         return True

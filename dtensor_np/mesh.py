@@ -24,13 +24,66 @@ from typing import Any, Optional, Sequence, Union
 from collectives import Groups
 
 from .errors import ShardingError
-from .int_tuple import is_int, product, suffix_product
+from .int_tuple import as_ints, is_integer, product, suffix_product
 from .interning import Interned
 from .layout import Layout
 
-__all__ = ["DeviceMesh", "BACKENDS"]
+__all__ = ["DeviceMesh", "BACKENDS", "mesh_shape", "mesh_dim_names"]
 
 BACKENDS = ("simulated", "mpi")
+_SHAPE = "a non-empty tuple of positive ints"
+
+
+def mesh_shape(shape: object) -> tuple[int, ...]:
+    """A mesh shape (an int or a sequence of ints; NumPy integers too) as a tuple of positive ints.
+
+    Anything else (strings, floats, bools, None, sizes below 1, no dims) is a
+    ``ShardingError`` that shows what was got.
+
+    Example:
+        >>> import numpy as np
+        >>> mesh_shape(4), mesh_shape(np.array([2, 2]))
+        ((4,), (2, 2))
+        >>> mesh_shape((2.5,))
+        Traceback (most recent call last):
+        ...
+        dtensor_np.errors.ShardingError: mesh shape must be a non-empty tuple of positive ints, got (2.5,)
+    """
+    try:
+        dims = as_ints((shape,) if is_integer(shape) else shape, "mesh shape", _SHAPE)
+    except TypeError as e:
+        raise ShardingError(str(e)) from None
+    if not dims or min(dims) < 1:
+        raise ShardingError(f"mesh shape must be {_SHAPE}, got {shape!r}")
+    return dims
+
+
+def mesh_dim_names(names: object, shape: tuple[int, ...]) -> Optional[tuple[str, ...]]:
+    """Dim names for a mesh of ``shape``: None, one string (one name), or one unique non-empty string per dim.
+
+    Example:
+        >>> mesh_dim_names(["dp", "tp"], (2, 2)), mesh_dim_names("world", (4,))
+        (('dp', 'tp'), ('world',))
+        >>> mesh_dim_names("ab", (2, 2))
+        Traceback (most recent call last):
+        ...
+        dtensor_np.errors.ShardingError: expected 2 dim names for mesh shape (2, 2), got 1: ('ab',)
+    """
+    if names is None:
+        return None
+    if isinstance(names, str):
+        found: tuple = (names,)  # one name, never split into characters
+    elif isinstance(names, (tuple, list)):
+        found = tuple(names)
+    else:
+        raise TypeError(f"mesh dim names must be a tuple of strings (one per mesh dim), got {names!r}")
+    if len(found) != len(shape):
+        raise ShardingError(f"expected {len(shape)} dim names for mesh shape {shape}, got {len(found)}: {found}")
+    if not all(isinstance(n, str) for n in found) or len(set(found)) != len(found):
+        raise ShardingError(f"mesh dim names must be unique strings, got {found}")
+    if not all(found):
+        raise ShardingError(f"mesh dim names must be non-empty strings, got {found}")
+    return found
 
 
 @dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
@@ -58,19 +111,9 @@ class DeviceMesh(metaclass=Interned):
     backend: str = "simulated"
 
     def __post_init__(self) -> None:
-        shape = (self.shape,) if is_int(self.shape) else tuple(self.shape)
-        if not shape or not all(is_int(s) and s >= 1 for s in shape):
-            raise ShardingError(f"mesh shape must be a non-empty tuple of positive ints, got {self.shape!r}")
+        shape = mesh_shape(self.shape)
         object.__setattr__(self, "shape", shape)
-        if self.dim_names is not None:
-            names = (self.dim_names,) if isinstance(self.dim_names, str) else tuple(self.dim_names)
-            if len(names) != len(shape):
-                raise ShardingError(
-                    f"expected {len(shape)} dim names for mesh shape {shape}, got {len(names)}: {names}"
-                )
-            if not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
-                raise ShardingError(f"mesh dim names must be unique strings, got {names}")
-            object.__setattr__(self, "dim_names", names)
+        object.__setattr__(self, "dim_names", mesh_dim_names(self.dim_names, shape))
         layout = self.layout
         if layout is None:
             layout = Layout(shape, suffix_product(shape))
@@ -79,7 +122,10 @@ class DeviceMesh(metaclass=Interned):
         layout = _canonical(layout)
         object.__setattr__(self, "layout", layout)
         world = product(shape) if self.world_size is None else self.world_size
-        if not is_int(world) or world < product(shape):
+        if not is_integer(world):
+            raise TypeError(f"mesh world size must be an int, got {world!r}")
+        world = int(world)
+        if world < product(shape):
             raise ShardingError(f"world size {world!r} is smaller than the mesh size {product(shape)}")
         object.__setattr__(self, "world_size", world)
         if self.backend not in BACKENDS:
@@ -112,9 +158,9 @@ class DeviceMesh(metaclass=Interned):
             if self.dim_names is None or dim not in self.dim_names:
                 raise ShardingError(f"mesh has no dim named {dim!r}; its dims are {self.dim_names}")
             return self.dim_names.index(dim)
-        if not is_int(dim) or not -self.ndim <= dim < self.ndim:
+        if not is_integer(dim) or not -self.ndim <= dim < self.ndim:
             raise ShardingError(f"mesh dim must be in [0, {self.ndim}) or a dim name, got {dim!r}")
-        return dim % self.ndim
+        return int(dim) % self.ndim
 
     # -- ranks -----------------------------------------------------------
     def rank_groups(self, dim: Union[int, str]) -> list[list[int]]:
@@ -143,13 +189,13 @@ class DeviceMesh(metaclass=Interned):
             (1, 1)
         """
         table = _coordinates(self.layout, self.world_size)
-        if not is_int(rank) or not 0 <= rank < self.world_size:
+        if not is_integer(rank) or not 0 <= rank < self.world_size:
             raise ShardingError(f"rank must be in [0, {self.world_size}), got {rank!r}")
-        return table[rank]
+        return table[int(rank)]
 
     def rank_at(self, coordinate: Sequence[int], offset: int = 0) -> int:
         """The global rank at a mesh coordinate (in the copy of the mesh that starts at ``offset``)."""
-        return offset + sum(m(c) for m, c in zip(self.layout.modes(), coordinate))
+        return int(offset + sum(m(int(c)) for m, c in zip(self.layout.modes(), coordinate)))
 
     @property
     def all_ranks(self) -> tuple[int, ...]:
@@ -211,13 +257,9 @@ class DeviceMesh(metaclass=Interned):
             [[0, 4], [1, 5], [2, 6], [3, 7]]
         """
         i = self.dim_index(dim)
-        if not isinstance(sizes, (tuple, list)):
-            raise TypeError(f"unflatten sizes must be a sequence of positive ints, got {sizes!r}")
-        if not all(is_int(s) for s in sizes):
-            raise ShardingError(f"unflatten sizes must be positive ints, got {tuple(sizes)!r}")
+        sizes = as_ints(sizes, "unflatten sizes", "a sequence of positive ints")
         if isinstance(names, str):
             names = (names,)
-        sizes = tuple(sizes)
         if not sizes or product(sizes) != self.shape[i]:
             raise ShardingError(f"unflatten sizes {sizes} must multiply to mesh dim size {self.shape[i]}")
         split = self.layout[i].composition(Layout(sizes, suffix_product(sizes)))

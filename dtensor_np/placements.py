@@ -19,6 +19,7 @@ from collectives import REDUCE_OPS, ReduceOp
 
 from .errors import ShardingError
 from .interning import Interned
+from .int_tuple import is_integer
 
 __all__ = ["Placement", "Shard", "Replicate", "Partial", "REDUCE_OPS", "ReduceOp", "check_placement", "placements_str"]
 
@@ -120,6 +121,34 @@ def check_placement(p: object) -> Placement:
             f"expected a placement (Shard(dim), Replicate() or Partial(op)), got {p!r}"
         )
     return p  # type: ignore[return-value]
+
+
+def check_shard_order(order: object) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """``order`` as ``((tensor_dim, (mesh_dim, ...)), ...)``; a ``TypeError`` saying what it got otherwise.
+
+    Lists are taken for tuples and NumPy integers for ints; strings, floats and
+    bools are not dims.
+
+    Example:
+        >>> check_shard_order([(0, [1, 0])])
+        ((0, (1, 0)),)
+        >>> check_shard_order(((0, 0),))
+        Traceback (most recent call last):
+        ...
+        TypeError: shard_order must be a tuple of (tensor dim, (mesh dim, ...)) pairs of ints, got ((0, 0),)
+    """
+    pairs = []
+    for entry in order if isinstance(order, (tuple, list)) else (None,):
+        if not (
+            isinstance(entry, (tuple, list))
+            and len(entry) == 2
+            and is_integer(entry[0])
+            and isinstance(entry[1], (tuple, list))
+            and all(is_integer(m) for m in entry[1])
+        ):
+            raise TypeError(f"shard_order must be a tuple of (tensor dim, (mesh dim, ...)) pairs of ints, got {order!r}")
+        pairs.append((int(entry[0]), tuple(int(m) for m in entry[1])))
+    return tuple(pairs)
 
 
 def placements_str(placements: tuple[Placement, ...]) -> str:

@@ -253,6 +253,9 @@ def _step_cost(kind: str, dims: tuple[int, ...], state: _State, nbytes: int, mes
 
 
 def _validate(src: DTensorSpec, dst: DTensorSpec) -> None:
+    for what, spec in (("source", src), ("target", dst)):
+        if not isinstance(spec, DTensorSpec):
+            raise TypeError(f"plan_redistribute needs a DTensorSpec for the {what}, got {type(spec).__name__} {spec!r}")
     if src.mesh != dst.mesh:
         raise ShardingError(f"cannot redistribute between different meshes: {src.mesh} and {dst.mesh}")
     if src.tensor_meta is None:

@@ -18,7 +18,7 @@ import collectives
 
 from .errors import ShardingError
 from .int_tuple import product
-from .mesh import BACKENDS, DeviceMesh
+from .mesh import BACKENDS, DeviceMesh, mesh_dim_names, mesh_shape
 
 __all__ = ["init_device_mesh", "backend_for"]
 
@@ -37,13 +37,16 @@ def init_device_mesh(
 
     Raises:
         ShardingError: under ``mpiexec -n N`` with ``N > 1`` ranks and a mesh
-            of another size, or ``backend="mpi"`` without a matching MPI world.
+            of another size, or ``backend="mpi"`` without a matching MPI world;
+            for a shape that is not positive ints (NumPy integers are ints), or
+            dim names that do not fit it.
 
     Example:
         >>> init_device_mesh((4,), backend="simulated")
         DeviceMesh((4,))
     """
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    shape = mesh_shape(shape)
+    dim_names = mesh_dim_names(dim_names, shape)
     size = product(shape)
     if backend is not None and backend not in BACKENDS:
         raise ShardingError(f"backend must be None, 'simulated' or 'mpi', got {backend!r}")
@@ -62,7 +65,7 @@ def init_device_mesh(
         world = collectives.get_backend("mpi").world_size
         if world != size:
             raise ShardingError(f"backend='mpi' needs an MPI world of {size} ranks for mesh {shape}, got {world}")
-    return DeviceMesh(shape, None if dim_names is None else tuple(dim_names), backend=backend)
+    return DeviceMesh(shape, dim_names, backend=backend)
 
 
 def backend_for(mesh: DeviceMesh) -> "collectives.Backend":

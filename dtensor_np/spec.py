@@ -27,9 +27,10 @@ import numpy as np
 from collectives import chunk_size_and_offset
 
 from .errors import ShardingError
+from .int_tuple import as_ints
 from .interning import Interned
 from .mesh import DeviceMesh
-from .placements import Partial, Placement, Replicate, Shard, check_placement, placements_str
+from .placements import Partial, Placement, Replicate, Shard, check_placement, check_shard_order, placements_str
 
 __all__ = [
     "TensorMeta",
@@ -143,7 +144,7 @@ class DTensorSpec(metaclass=Interned):
         if self.shard_order is None:
             object.__setattr__(self, "shard_order", default)
         else:
-            order = tuple(sorted((int(d), tuple(int(m) for m in ms)) for d, ms in self.shard_order if ms))
+            order = tuple(sorted((d, ms) for d, ms in check_shard_order(self.shard_order) if ms))
             if sorted((d, sorted(ms)) for d, ms in order) != sorted((d, sorted(ms)) for d, ms in default):
                 raise ShardingError(
                     f"shard order {order} does not match placements {placements_str(placements)} "
@@ -319,8 +320,8 @@ def compute_local_shape_and_global_offset(
         >>> compute_local_shape_and_global_offset((5,), DeviceMesh((4,)), [Shard(0)], (3,))
         ((0,), (5,))
     """
-    spec = DTensorSpec(mesh, tuple(placements), TensorMeta(tuple(global_shape), np.uint8), shard_order)
-    coordinate = tuple(coordinate)
+    spec = DTensorSpec(mesh, tuple(placements), TensorMeta(global_shape, np.uint8), shard_order)
+    coordinate = as_ints(coordinate, "compute_local_shape_and_global_offset: coordinate", "a mesh coordinate (one int per mesh dim)")
     if len(coordinate) != mesh.ndim or any(not 0 <= c < s for c, s in zip(coordinate, mesh.shape)):
         raise ShardingError(f"coordinate {coordinate} is not on mesh {mesh.shape}")
     return spec.local_shape_and_offset(coordinate)

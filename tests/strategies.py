@@ -1,9 +1,10 @@
-"""Hypothesis strategies shared by the tests: meshes, placements, shapes, dtypes."""
+"""Hypothesis strategies shared by the tests: meshes, placements, shapes, dtypes; and ``per_rank``."""
 
 from __future__ import annotations
 
 import itertools
 import math
+from typing import Any, Callable
 
 import numpy as np
 from hypothesis import strategies as st
@@ -60,3 +61,10 @@ def full_array(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
     if kind == "c":
         return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
+
+
+def per_rank(world: Any, mesh: dt.DeviceMesh, make: Callable[[int], Any]) -> Any:
+    """``from_local``'s ``local`` argument: ``make(rank)`` under MPI, ``{rank: make(rank)}`` simulated."""
+    if mesh.backend == "mpi":
+        return make(world.ranks[0])
+    return {r: make(r) for r in range(mesh.world_size)}

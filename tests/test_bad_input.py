@@ -43,9 +43,11 @@ import numpy as np
 import pytest
 
 import dtensor_np as dt
+from collectives import CollectiveError
 from dtensor_np import Partial, Replicate, Shard
 from dtensor_np.placements import placements_str
 from launching import MPIEXEC, clean_mpi_env
+from strategies import per_rank
 
 R = Replicate()
 NAN, INF = np.nan, np.inf
@@ -171,13 +173,6 @@ class Catalogue:
         pytest.fail(head + ":\n" + "\n".join(self.failures), pytrace=False)
 
 
-def per_rank(world: Any, mesh: dt.DeviceMesh, make: Callable[[int], Any]) -> Any:
-    """``from_local``'s ``local`` argument: ``make(rank)`` under MPI, ``{rank: make(rank)}`` simulated."""
-    if mesh.backend == "mpi":
-        return make(world.ranks[0])
-    return {r: make(r) for r in range(mesh.world_size)}
-
-
 def two_d_mesh(world: Any) -> Optional[dt.DeviceMesh]:
     n = world.size
     return dt.DeviceMesh((2, n // 2), backend=world.kind) if n >= 4 and n % 2 == 0 else None
@@ -280,6 +275,33 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
     if n > 1:  # one rank: a Partial over one rank never reduces, so there is nothing to refuse
         cat.raises("Partial('avg') of an integer array", TypeError, r"'avg' needs a floating or complex dtype, got int64",
                    lambda: dt.distribute_tensor(np.arange(6), mesh, [Partial("avg")]).full_tensor())
+    # Regression: an ndarray subclass was taken as its data: a masked array's mask was dropped, a matrix kept.
+    masked = np.ma.masked_array(a, mask=a > 6)
+    cat.raises("distribute_tensor of a masked array", TypeError,
+               r"expected a plain numpy\.ndarray or cupy\.ndarray for the array, got numpy\.ma\.MaskedArray; pass x\.filled\(fill_value\)",
+               lambda: dt.distribute_tensor(masked, mesh, [Shard(0)]),
+               bug="expected TypeError naming numpy.ma.MaskedArray; got a DTensor of the data with the mask dropped")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PendingDeprecationWarning)  # NumPy discourages np.matrix itself
+        matrix = np.matrix(a)
+    cat.raises("distribute_tensor of a numpy.matrix", TypeError, r"got numpy\.matrix; pass np\.asarray\(x\)",
+               lambda: dt.distribute_tensor(matrix, mesh, [Shard(1)]),
+               bug="expected TypeError naming numpy.matrix; got a DTensor")
+    big = (np.arange(7.0) * 1.5).astype(">f8")
+    # Regression: np.mean of a big-endian DTensor asked np.sum for dtype='>f8', which NumPy refuses.
+    cat.works("np.mean of a big-endian DTensor equals NumPy", lambda: [
+        equal(f(dt.distribute_tensor(big, mesh, [p]), axis=axis).full_tensor(), np.asarray(f(big, axis=axis)))
+        for f in (np.mean, np.sum, np.max) for p in (Shard(0), R, Partial("max")) for axis in (None, 0)
+        if not (p == Partial("max") and f is not np.max)],
+        bug="expected NumPy's values; got TypeError 'The `dtype` and `signature` arguments to ufuncs only select "
+            "the general DType and not details such as the byte order'")
+    if n > 1:
+        # Regression (MPI): a dtype code from another process that this one never saw was named "<dtype #1468801180>".
+        cat.raises("a collective whose ranks disagree on byte order names both dtypes", CollectiveError,
+                   rf"dtype mismatch in group .*: expected float64 \(rank 0\) on every member, got >f8 on rank {n - 1}",
+                   lambda: world.backend.all_gather(
+                       {r: np.zeros(2, ">f8" if r == n - 1 else "f8") for r in world.ranks}, (tuple(range(n)),)),
+                   bug=None if world.kind == "simulated" else "expected the name >f8; got '<dtype #1468801180>' on the ranks that never saw it")
 
     # -- redistribute ------------------------------------------------------------
     p_sum = dt.distribute_tensor(a, mesh, [Partial("sum")])
@@ -320,6 +342,34 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
     other = dt.DeviceMesh((n,), dim_names=("w",), backend=world.kind)
     cat.raises("plan_redistribute between two meshes", ShardingError, r"cannot redistribute between different meshes",
                lambda: dt.plan_redistribute(x.spec, dt.DTensorSpec(other, [R], x.spec.tensor_meta)))
+    # Regression: a list inside the placements reached the redistribute cache's dict: "unhashable type: 'list'".
+    cat.raises("redistribute to a nested list", TypeError, r"expected a placement .*got \[Replicate\(\)\]",
+               lambda: x.redistribute([[R]]), bug="expected the placement TypeError; got TypeError \"unhashable type: 'list'\"")
+    shard_order_type = r"shard_order must be a tuple of \(tensor dim, \(mesh dim, \.\.\.\)\) pairs of ints, got "
+    # Regression: malformed shard orders were read with int() and unpacking: accepted, or a stray error.
+    cat.raises("a shard order entry without a tuple of mesh dims", TypeError, shard_order_type + r"\(\(0, 0\),\)",
+               lambda: x.redistribute([Shard(0)], shard_order=((0, 0),)),
+               bug="expected TypeError; got ShardingError 'shard order () does not match placements S(0)'")
+    cat.raises("a shard order given as a string", TypeError, shard_order_type + "'ab'",
+               lambda: x.redistribute([Shard(0)], shard_order="ab"),
+               bug="expected TypeError; got ValueError 'not enough values to unpack (expected 2, got 1)'")
+    cat.raises("a shard order with a string dim", TypeError, shard_order_type + r"\(\('0', \(0,\)\),\)",
+               lambda: x.redistribute([Shard(0)], shard_order=(("0", (0,)),)),
+               bug="expected TypeError; got a DTensor: int('0') read it as tensor dim 0")
+    cat.works("a shard order of lists works", lambda: equal(x.redistribute([Shard(1)], shard_order=[[1, [0]]]).full_tensor(), a))
+    # Regression: plan_redistribute("a", "b") raised AttributeError "'str' object has no attribute 'mesh'".
+    cat.raises("plan_redistribute of strings", TypeError, r"plan_redistribute needs a DTensorSpec for the source, got str 'a'",
+               lambda: dt.plan_redistribute("a", "b"), bug="expected TypeError naming DTensorSpec; got AttributeError")
+    cat.raises("plan_redistribute to a placement list", TypeError, r"plan_redistribute needs a DTensorSpec for the target, got list",
+               lambda: dt.plan_redistribute(x.spec, [R]), bug="expected TypeError naming DTensorSpec; got AttributeError")
+    # Regression: a missing coordinate raised "'NoneType' object is not iterable".
+    cat.raises("compute_local_shape_and_global_offset without a coordinate", TypeError,
+               r"compute_local_shape_and_global_offset: coordinate must be a mesh coordinate \(one int per mesh dim\), got None",
+               lambda: dt.compute_local_shape_and_global_offset(a.shape, mesh, [Shard(0)], None),
+               bug="expected TypeError naming the coordinate; got \"'NoneType' object is not iterable\"")
+    cat.works("compute_local_shape_and_global_offset takes NumPy integers", lambda: equal(
+        np.array(dt.compute_local_shape_and_global_offset(np.array(a.shape), mesh, [Shard(0)], (np.int64(n - 1),))),
+        np.array(dt.compute_local_shape_and_global_offset(a.shape, mesh, [Shard(0)], (n - 1,)))))
     cat.works("x is unchanged after the refused redistributes", lambda: equal(x.full_tensor(), a))
 
     # -- operands that do not fit together ----------------------------------------
@@ -356,9 +406,98 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
     cat.raises("an op with no rule (np.cumsum)", ShardingError, r"no sharding rule for numpy\.cumsum", lambda: np.cumsum(x))
     cat.raises("a ufunc method with no rule (np.add.accumulate)", ShardingError, r"no sharding rule for numpy\.add\.accumulate",
                lambda: np.add.accumulate(x))
-    cat.raises("a reduction axis out of range", ShardingError, r"axis 5 is out of bounds for an array of dimension 2",
+    cat.raises("a reduction axis out of range", ShardingError, r"axis 5 is out of bounds for array of dimension 2",
                lambda: np.sum(x, axis=5))
     cat.raises("a repeated reduction axis", ShardingError, r"duplicate value in axis", lambda: np.sum(x, axis=(0, 0)))
+
+    # -- axes and shapes: checked like NumPy, with its error types, before anything moves --------
+    x0 = dt.distribute_tensor(np.array(2.5), mesh, [R])
+    AxisError = np.exceptions.AxisError  # dtensor_np raises its AxisError: a ShardingError and NumPy's AxisError
+    cat.raises("an axis out of range is NumPy's AxisError too", AxisError, r"^axis 5 is out of bounds for array of dimension 2$",
+               lambda: np.sum(x, axis=5))
+    # Regression: swapaxes took every axis modulo ndim: axis 5 of a 2-d array became 1.
+    cat.raises("swapaxes with an axis out of range", AxisError, r"axis2: axis 5 is out of bounds for array of dimension 2",
+               lambda: x.swapaxes(0, 5), bug="expected AxisError; got a (4, 3) DTensor (axis 5 wrapped to 1)")
+    # Regression: 0-d swapaxes raised IndexError "list index out of range" from the rule.
+    cat.raises("swapaxes of a 0-d DTensor", AxisError, r"axis1: axis 0 is out of bounds for array of dimension 0",
+               lambda: x0.swapaxes(0, 1), bug="expected AxisError; got IndexError 'list index out of range'")
+    cat.raises("transpose with an axis out of range", AxisError, r"axes: axis 5 is out of bounds for array of dimension 2",
+               lambda: np.transpose(x, (0, 5)))
+    cat.raises("transpose with a repeated axis", ShardingError, r"duplicate value in axes \(0, 0\)",
+               lambda: np.transpose(x, (0, 0)))
+    cat.raises("transpose with too few axes", ShardingError, r"axes \(0,\) don't match array",
+               lambda: np.transpose(x, (0,)))
+    cat.raises("moveaxis to an axis out of range", AxisError, r"destination: axis 5 is out of bounds for array of dimension 2",
+               lambda: np.moveaxis(x, 0, 5))
+    cat.raises("expand_dims at an axis out of range", AxisError, r"axis 5 is out of bounds for array of dimension 3",
+               lambda: np.expand_dims(x, 5))
+    cat.raises("stack along an axis out of range", AxisError, r"axis 3 is out of bounds for array of dimension 3",
+               lambda: np.stack([x, x], axis=3))
+    # Regression: a string axis was read with int(): axis "0" reduced dim 0.
+    cat.raises("np.sum with a string axis", TypeError,
+               r"axis must be an int or a tuple of ints, got '0' \('str' object cannot be interpreted as an integer\)",
+               lambda: np.sum(x, axis="0"), bug="expected TypeError as NumPy's; got a P(sum) DTensor of shape (4,)")
+    # Regression: a list axis was frozen into a tuple: NumPy's reductions refuse it.
+    cat.raises("np.sum with a list axis", TypeError, r"got \[0\] \('list' object cannot be interpreted as an integer\)",
+               lambda: np.sum(x, axis=[0]), bug="expected TypeError as NumPy's; got a P(sum) DTensor of shape (4,)")
+    # Regression: a fractional axis raised "'float' object is not iterable".
+    cat.raises("np.sum with a fractional axis", TypeError, r"got 1\.5 \('float' object cannot be interpreted as an integer\)",
+               lambda: np.sum(x, axis=1.5), bug="expected TypeError saying what an axis is; got \"'float' object is not iterable\"")
+    cat.raises("np.sum with a bool axis", TypeError, r"got True \(a bool is not an axis\)", lambda: np.sum(x, axis=True))
+    cat.raises("np.concatenate with a fractional axis", TypeError, r"axis must be an int, got 1\.5",
+               lambda: np.concatenate([x, x], axis=1.5))
+    # Regression: reshape read its sizes with int(): 2.0 became 2.
+    cat.raises("reshape with a float size", TypeError, r"numpy\.reshape: the new shape must be an int or a sequence of ints, got \(2\.0, -1\)",
+               lambda: x.reshape(2.0, -1), bug="expected TypeError as NumPy's; got a (2, 6) DTensor")
+    cat.raises("np.reshape to a float", TypeError, r"numpy\.reshape: the new shape must be an int or a sequence of ints, got 12\.0",
+               lambda: np.reshape(x, 12.0))
+    # NumPy's reductions (not np.mean) take the int axis 0 or -1 of a 0-d array and reduce nothing.
+    # Regression: np.sum(x0d, axis=0) raised IndexError "tuple index out of range" from the reduction rule.
+    cat.works("np.sum/max/prod/any and ufunc.reduce of a 0-d DTensor over axis 0 or -1 equal NumPy", lambda: [
+        equal(f(x0, axis=axis).full_tensor(), np.asarray(f(np.array(2.5), axis=axis)))
+        for f in (np.sum, np.max, np.prod, np.any, np.add.reduce) for axis in (0, -1)],
+        bug="expected NumPy's value 2.5; got IndexError 'tuple index out of range'")
+    cat.raises("np.sum of a 0-d DTensor over the tuple axis (0,)", AxisError, r"axis 0 is out of bounds for array of dimension 0",
+               lambda: np.sum(x0, axis=(0,)))
+    cat.raises("np.sum of a 0-d DTensor over axis 1", AxisError, r"axis 1 is out of bounds for array of dimension 0",
+               lambda: np.sum(x0, axis=1))
+    cat.raises("np.mean of a 0-d DTensor over axis 0", AxisError, r"axis 0 is out of bounds for array of dimension 0",
+               lambda: np.mean(x0, axis=0))
+
+    # -- shapes that do not broadcast: the rule refuses, whatever the placements (never a collective error) --
+    wide = np.arange(5.0)
+    for pa in (R, Shard(0), Shard(1), Partial("sum")):
+        for pb in (R, Shard(0), Partial("sum")):
+            cat.raises(f"(3, 4) {pa} + (5,) {pb}", ShardingError, r"has size 4 in one input and 5 in another",
+                       lambda pa=pa, pb=pb: dt.distribute_tensor(a, mesh, [pa]) + dt.distribute_tensor(wide, mesh, [pb]))
+    if mesh2 is not None:
+        cat.raises("(3, 4) S(0)S(1) + (5,) RS(0) on a 2-D mesh", ShardingError, r"has size 4 in one input and 5 in another",
+                   lambda: dt.distribute_tensor(a, mesh2, [Shard(0), Shard(1)]) + dt.distribute_tensor(wide, mesh2, [R, Shard(0)]))
+
+    # -- reductions with dtype=: each element is cast, then reduced, as NumPy does ---------------------
+    # Regression: an integer mean divided each rank's sum by the count and truncated per rank: 0 for
+    # np.mean(arange(4), dtype=int64) on 4 ranks (NumPy: 1), zeros with axis=0 and dtype=int32.
+    cat.works("np.mean(dtype=int64) of a sharded int64 array equals NumPy", lambda: [
+        equal(np.mean(dt.distribute_tensor(full, mesh, [Shard(0)]), axis=axis, dtype=dtype).full_tensor(),
+              np.asarray(np.mean(full, axis=axis, dtype=dtype)))
+        for full, axis, dtype in ((np.arange(4), None, np.int64), (np.arange(8).reshape(4, 2), 0, np.int32),
+                                  (np.arange(-7, 3), None, np.int8), (np.arange(5), None, np.bool_))],
+        bug="expected NumPy's 1 (and [3, 4]); got 0 (and zeros) on 4 ranks: each rank truncated its share")
+    # Regression: a float Partial(sum) summed with dtype=int8/int64 cast each rank's partial value, not the sum.
+    def sum_of_pending_floats(dtype):
+        full = np.array([2.5, 3.5, 7.25, 8.75, 9.0])
+
+        def part(r: int) -> np.ndarray:
+            return full - 0.5 * (n - 1) if r == 0 else np.full(5, 0.5)
+
+        pending = dt.DTensor.from_local(per_rank(world, mesh, part), mesh, [Partial("sum")])
+        for axis in (None, 0):
+            equal(np.sum(pending, axis=axis, dtype=dtype).full_tensor(), np.asarray(np.sum(full, axis=axis, dtype=dtype)))
+            equal(np.add.reduce(pending, axis=axis, dtype=dtype).full_tensor(), np.asarray(np.add.reduce(full, axis=axis, dtype=dtype)))
+
+    for dtype in (np.int8, np.int64):
+        cat.works(f"np.sum(dtype={dtype.__name__}) of a float Partial(sum) equals NumPy", lambda dtype=dtype: sum_of_pending_floats(dtype),
+                  bug="expected NumPy's 29; got the sum of each rank's truncated partial value")
     cat.raises("shapes that do not broadcast", ShardingError, r"has size 4 in one input and 5 in another",
                lambda: np.add(x, dt.distribute_tensor(np.ones(5), mesh, [R])))
     cat.raises("matmul with mismatched inner dims", ShardingError, r"has size 4 in one input and 3 in another",
@@ -429,6 +568,53 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
                lambda: dt.init_device_mesh((n,), backend="nccl"))
     cat.raises("a rank outside the mesh", ShardingError, rf"rank must be in \[0, {n}\), got {n}",
                lambda: mesh.coordinate_of(n))
+    # Regression: init_device_mesh("2") recursed until RecursionError; None, (2.5,) and (True, 4) leaked
+    # "'...' object is not iterable"; NumPy integers were refused.
+    shape_type = r"mesh shape must be a non-empty tuple of positive ints, got "
+    for bad_shape, now in (("2", "RecursionError"), (None, "TypeError \"'NoneType' object is not iterable\""),
+                           ((2.5,), "TypeError \"'float' object is not iterable\""),
+                           ((True, 4), "TypeError \"'bool' object is not iterable\"")):
+        cat.raises(f"init_device_mesh({bad_shape!r})", ShardingError, shape_type + re.escape(repr(bad_shape)),
+                   lambda bad_shape=bad_shape: dt.init_device_mesh(bad_shape),
+                   bug=f"expected ShardingError naming {bad_shape!r}; got {now}")
+    cat.raises("DeviceMesh((True, n))", ShardingError, shape_type + rf"\(True, {n}\)", lambda: dt.DeviceMesh((True, n)))
+
+    def numpy_integers_are_ints():
+        for shape in ((np.int64(n),), np.array([n]), np.int32(n)):
+            made = dt.init_device_mesh(shape)
+            assert made == dt.init_device_mesh((n,)) and type(made.shape[0]) is int, (shape, made)
+        square = dt.DeviceMesh((np.int64(2), np.int64(2)), world_size=np.int64(4), layout=dt.Layout((np.int64(2), 2), (2, np.int64(1))))
+        assert square == dt.DeviceMesh((2, 2)) and square.coordinate_of(np.int64(3)) == (1, 1)
+        assert square.rank_groups(np.int64(1)) == [[0, 1], [2, 3]]
+        assert dt.DeviceMesh((4,)).unflatten(np.int64(0), np.array([2, 2])) == dt.DeviceMesh((2, 2))
+
+    cat.works("NumPy integers are ints for meshes (init_device_mesh, DeviceMesh, its methods)", numpy_integers_are_ints,
+              bug="expected NumPy integers taken as ints; got TypeError \"'numpy.int64' object is not iterable\"")
+    # Regression: init_device_mesh split a string of names into characters: ("a", "b").
+    cat.raises("init_device_mesh with one string for two names", ShardingError,
+               r"expected 2 dim names for mesh shape \(2, 2\), got 1: \('ab',\)",
+               lambda: dt.init_device_mesh((2, 2), dim_names="ab", backend="simulated"),
+               bug="expected ShardingError (a string is one name, as DeviceMesh takes it); got dim names ('a', 'b')")
+    cat.raises("an empty dim name", ShardingError, r"mesh dim names must be non-empty strings, got \('',\)",
+               lambda: dt.init_device_mesh((n,), dim_names=("",)), bug="expected ShardingError; got a mesh with a dim named ''")
+    cat.raises("dim names that are not a sequence", TypeError, r"mesh dim names must be a tuple of strings \(one per mesh dim\), got 5",
+               lambda: dt.DeviceMesh((n,), dim_names=5))
+
+    # -- layouts -----------------------------------------------------------------------------------
+    def layout_algebra():
+        for shape, stride in (((3, 2), (6, 8)), ((2, 2), (4, 6)), ((3, 2), (2, 3))):
+            assert dt.Layout(shape, stride).check_non_overlap() is True, (shape, stride)
+        left, right = dt.Layout((4, 3), (4, 6)), dt.Layout((1, 3), (4, 3))
+        composed = left.composition(right)
+        assert [composed(i) for i in range(3)] == [left(right(i)) for i in range(3)] == [0, 4, 8]
+
+    # Regression: check_non_overlap answered False for these (sorted-stride test only); the composition raised.
+    cat.works("layouts that do not overlap, and a composition with a size-1 mode", layout_algebra,
+              bug="expected True and (1, 3):(0, 4); got False and ShardingError 'cannot compose'")
+    cat.raises("a composition whose modes carry into each other", ShardingError,
+               r"cannot compose \(2, 2\):\(1, 2\) with \(2, 2\):\(1, 1\): the modes of \(2, 2\):\(1, 1\) overlap",
+               lambda: dt.Layout((2, 2), (1, 2)).composition(dt.Layout((2, 2), (1, 1))),
+               bug="expected ShardingError; got (2, 2):(2, 2), which is not i -> self(other(i))")
 
     # -- an MPI world whose size differs from the mesh -----------------------------
     if world.kind == "mpi":
@@ -514,6 +700,17 @@ def test_catalogue_from_local(world):
     cat.raises("from_local with a fractional shape", TypeError, r"shape must be a sequence of ints, got \(3\.5,\)",
                lambda: dt.DTensor.from_local(per_rank(world, mesh, good), mesh, [R], shape=(3.5,)),
                bug="expected TypeError naming (3.5,); got a DTensor of shape (3,)")
+    # Regression: shape=6 raised "'int' object is not iterable", after the shared check's collective.
+    cat.raises("from_local with one int for the shape", TypeError, r"from_local: shape must be a sequence of ints, got 6",
+               lambda: dt.DTensor.from_local(per_rank(world, mesh, good), mesh, [R], shape=6),
+               bug="expected TypeError naming the shape, before any collective; got \"'int' object is not iterable\"")
+    cat.works("from_local takes NumPy integers in the shape",
+              lambda: equal(dt.DTensor.from_local(per_rank(world, mesh, good), mesh, [Shard(0)], shape=np.array([3 * n])).full_tensor(), full))
+    # Regression: a masked shard was taken as its data (the mask dropped).
+    cat.raises("from_local: every shard is a masked array", TypeError,
+               r"is an ndarray subclass .*got numpy\.ma\.MaskedArray; pass x\.filled\(fill_value\)",
+               lambda: dt.DTensor.from_local(per_rank(world, mesh, lambda r: np.ma.masked_array(good(r), mask=good(r) > 4)), mesh, [Shard(0)]),
+               bug="expected TypeError naming numpy.ma.MaskedArray; got a DTensor without the mask")
     if mpi:
         cat.raises("from_local given {rank: array} under MPI", TypeError,
                    r"under MPI, from_local takes this rank's own array, not a mapping of ranks",
@@ -577,6 +774,11 @@ def test_catalogue_from_local(world):
                    bug=f"expected every rank's message to name rank {bad} and S(0); got 'a 0-d local shard cannot take "
                        f"placements ['S(0)']' (no rank named) on rank {bad}"
                        + (f", \"from_local: rank {bad}'s shard has a different number of dims ...\" (no placement) elsewhere" if mpi else ""))
+        cat.raises("from_local: one rank's shard is a masked array", TypeError,
+                   rf"rank {bad}'s shard is an ndarray subclass \(a masked array or matrix\), not a plain numpy\.ndarray",
+                   lambda: dt.DTensor.from_local(with_bad(lambda r: np.ma.masked_array(good(r))), mesh, [Shard(0)]),
+                   same_message=False,
+                   bug=f"expected TypeError naming rank {bad} on every rank; got a DTensor (rank {bad}'s mask dropped)")
     cat.raises("from_local: every shard has object dtype", TypeError, r"has dtype object",
                lambda: dt.DTensor.from_local(per_rank(world, mesh, lambda r: good(r).astype(object)), mesh, [Shard(0)]))
     cat.raises("from_local: every shard is 0-d under Shard(0)", ShardingError, r"0-d local shard cannot take placements \['S\(0\)'\]",
@@ -807,6 +1009,11 @@ ONE_RANK_SCRIPT = textwrap.dedent(
             dt.DTensor.from_local(good + (rank == bad), mesh, [dt.Replicate()])
         elif case == "from_local_placements_differ_on_one_rank":
             dt.DTensor.from_local(np.arange(2.0), mesh, [dt.Replicate()] if rank == bad else [dt.Shard(0)])
+        elif case == "distribute_masked_on_one_rank":
+            dt.distribute_tensor(np.ma.masked_array(good, mask=good > 3) if rank == bad else good, mesh, [dt.Shard(0)])
+        elif case == "from_local_masked_on_one_rank":
+            local = np.arange(2.0)
+            dt.DTensor.from_local(np.ma.masked_array(local) if rank == bad else local, mesh, [dt.Shard(0)])
         else:
             raise SystemExit("unknown case " + case)
         outcome = [rank, "", ""]
@@ -866,6 +1073,15 @@ ONE_RANK_CASES = {
     "from_local_placements_differ_on_one_rank": (
         "ShardingError", "ranks [{bad}]",
         "accepted with different specs per rank: the next collectives pair up wrongly or hang",
+    ),
+    # Regression: a masked array was distributed as its data (mask dropped) on rank {bad} only.
+    "distribute_masked_on_one_rank": (
+        "TypeError", "rank {bad}",
+        "no error: rank {bad}'s masked array was taken as its data, its mask dropped",
+    ),
+    "from_local_masked_on_one_rank": (
+        "TypeError", "rank {bad}",
+        "no error: rank {bad}'s masked shard was taken as its data, its mask dropped",
     ),
 }
 

@@ -40,8 +40,10 @@ def test_redistribute_benchmark_writes_the_api_rows(tmp_path: Path):
     for r in rows:
         assert r["ranks"] == 2
         assert r["dtensor_us"] > 0 and r["raw_mpi_us"] > 0 and r["control_us"] > 0
-        assert r["ratio"] == pytest.approx(r["dtensor_us"] / r["raw_mpi_us"], rel=1e-3)
-        assert r["control_ratio"] == pytest.approx(r["control_us"] / r["raw_mpi_us"], rel=1e-3)
+        # times are rounded to 0.001 us in the JSON: sub-microsecond rows carry that much error in their ratio
+        slack = 0.0011 / r["raw_mpi_us"]
+        assert r["ratio"] == pytest.approx(r["dtensor_us"] / r["raw_mpi_us"], rel=1e-3 + slack)
+        assert r["control_ratio"] == pytest.approx(r["control_us"] / r["raw_mpi_us"], rel=1e-3 + slack)
         assert 0 < r["plan_us"] < 1000 and r["iters"] >= 3
     assert len(list((tmp_path / "prof").glob("*.txt"))) == len(rows)
     assert "cached plan lookup" in done.stdout

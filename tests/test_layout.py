@@ -260,6 +260,26 @@ def test_composition_keeps_the_shape_of_the_right_layout():
     assert values(c) == [a(b(i)) for i in range(6)]
 
 
+def test_composition_with_a_size_one_mode():
+    # Regression: a size-1 mode of the right layout picks index 0 only, whatever its stride; it
+    # raised "cannot compose ... stride 4 does not divide mode size 3".
+    a = Layout((4, 3), (4, 6))
+    b = Layout((1, 3), (4, 3))
+    c = a.composition(b)
+    assert c == Layout((1, 3), (0, 4))
+    assert values(c) == [a(b(i)) for i in range(b.numel())]
+    assert a.composition(Layout(1, 7)) == Layout(1, 0)
+    # a mode that is used up early never looks at the outer modes (which would not divide)
+    assert Layout((5, 3, 4), (12, 4, 1)).composition(Layout((2, 1), (1, 5))) == Layout((2, 1), (1, 0))
+
+
+def test_composition_refuses_modes_that_carry_into_each_other():
+    # Regression (found by the property below): by modes, (2,2):(1,2) o (2,2):(1,1) gave
+    # (2,2):(2,2), whose index 3 is rank 4, but other(3) == 2 and self(2) == 1.
+    with pytest.raises(ShardingError, match=r"the modes of \(2, 2\):\(1, 1\) overlap in the coordinates of \(2, 2\):\(1, 2\)"):
+        Layout((2, 2), (1, 2)).composition(Layout((2, 2), (1, 1)))
+
+
 def test_composition_inadmissible_raises():
     # (3,4):(1,3) does not coalesce; stride 3 neither divides nor is divided by
     # the innermost mode size 4.
@@ -351,6 +371,13 @@ def test_global_ranks():
         (Layout(1, 0), True),
         (Layout((2, 3, 2), (6, 2, 1)), True),
         (Layout((2, 3, 2), (6, 1, 3)), True),
+        # Regression: sorted by stride, a mode may start inside the span of the one below it and
+        # still never hit the same rank; the sorted-stride check alone answered False for these.
+        (Layout((3, 2), (6, 8)), True),  # 0, 8, 6, 14, 12, 20
+        (Layout((2, 2), (4, 6)), True),  # 0, 6, 4, 10
+        (Layout((3, 2), (2, 3)), True),  # 0, 3, 2, 5, 4, 7
+        (Layout((3, 3), (2, 3)), True),  # 0, 3, 6, 2, 5, 8, 4, 7, 10
+        (Layout((2, 2, 2), (3, 2, 1)), False),  # 0, 1, 2, 3, 3, ...: rank 3 twice
     ],
 )
 def test_check_non_overlap(layout, expected):
@@ -448,6 +475,31 @@ def any_layouts(draw):
     if n == 1 and draw(st.booleans()):
         return Layout(sizes[0], strides[0])
     return Layout(tuple(sizes), tuple(strides))
+
+
+@given(any_layouts())
+@settings(max_examples=300)
+def test_check_non_overlap_agrees_with_brute_force(layout):
+    """Injective exactly when the image of every coordinate is a different rank."""
+    ranks = [inner_product(coord, flatten(layout.stride))
+             for coord in itertools.product(*(range(s) for s in flatten(layout.shape)))]
+    assert layout.check_non_overlap() is (len(set(ranks)) == len(ranks))
+
+
+@given(any_layouts(), any_layouts())
+@settings(max_examples=400)
+def test_composition_is_function_composition_wherever_defined(a, b):
+    """Random pairs, size-1 modes included: when composition answers, it is ``i -> a(b(i))``."""
+    try:
+        c = a.composition(b)
+    except ShardingError:
+        return  # not admissible for CuTe's composition: refused, never a wrong layout
+    assert c.numel() == b.numel()
+    assert len(c) == len(b)
+    assert [m.numel() for m in c.modes()] == [m.numel() for m in b.modes()]
+    for i in range(b.numel()):
+        if b(i) < a.numel():  # outside a's domain the outermost mode is extended, not wrapped
+            assert c(i) == a(b(i)), (a, b, c, i)
 
 
 @given(st.one_of(any_layouts(), compact_layouts()))

@@ -440,6 +440,95 @@ def reduction_family(world, data, checks: "Checks") -> None:
     checks.same(f"x.sum(0).max() {tag}", lambda: a.sum(0).max(), lambda: x.sum(0).max())
 
 
+# every dtype a reduction is given, and every dtype= it may be asked for (None: NumPy's default)
+REDUCTION_DTYPES = ("bool", "int8", "int32", "int64", "uint8", "float16", "float32", "float64", "complex128")
+DTYPE_REDUCTIONS = {
+    "sum": lambda v, axis, keepdims, dtype: np.sum(v, axis=axis, keepdims=keepdims, dtype=dtype),
+    "mean": lambda v, axis, keepdims, dtype: np.mean(v, axis=axis, keepdims=keepdims, dtype=dtype),
+    "prod": lambda v, axis, keepdims, dtype: np.prod(v, axis=axis, keepdims=keepdims, dtype=dtype),
+    "x.sum": lambda v, axis, keepdims, dtype: v.sum(axis=axis, keepdims=keepdims, dtype=dtype),
+    "x.mean": lambda v, axis, keepdims, dtype: v.mean(axis=axis, keepdims=keepdims, dtype=dtype),
+    "max": lambda v, axis, keepdims, dtype: np.max(v, axis=axis, keepdims=keepdims),
+    "min": lambda v, axis, keepdims, dtype: np.min(v, axis=axis, keepdims=keepdims),
+    "any": lambda v, axis, keepdims, dtype: np.any(v, axis=axis, keepdims=keepdims),
+    "all": lambda v, axis, keepdims, dtype: np.all(v, axis=axis, keepdims=keepdims),
+    **{
+        f"{u.__name__}.reduce": (lambda v, axis, keepdims, dtype, u=u: u.reduce(v, axis=axis, keepdims=keepdims, dtype=dtype))
+        for u in (np.add, np.multiply, np.maximum, np.minimum, np.logical_or, np.logical_and)
+    },
+}
+
+
+def exact_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Small values (quarters up to 3 for floats) whose sums are exact in every dtype here, float16 included."""
+    kind = np.dtype(dtype).kind
+    if kind == "b":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if kind in "iu":
+        return rng.integers(0 if kind == "u" else -6, 7, size=shape).astype(dtype)
+    values = rng.integers(-12, 13, size=shape) / 4
+    if kind == "c":
+        values = values + 1j * rng.integers(-12, 13, size=shape) / 4
+    return values.astype(dtype)
+
+
+def exact_partials(world, mesh: dt.DeviceMesh, full: np.ndarray, placements: list) -> dt.DTensor:
+    """``full`` on ``placements``, its ``Partial(sum)`` mesh dims holding exact pending values.
+
+    The ranks at coordinate 0 of every partial mesh dim hold ``full - (k - 1) * d``, the other
+    ``k - 1`` copies hold ``d``: the sum is ``full`` exactly (modulo 2**bits for integers, as the
+    collective sums them; a logical or for bool, whose copies hold a part of ``full``).
+    """
+    partial_dims = [m for m, p in enumerate(placements) if isinstance(p, Partial)]
+    copies = int(np.prod([mesh.shape[m] for m in partial_dims]))
+    kind = full.dtype.kind
+    delta = {"b": False, "i": 1, "u": 1, "f": 0.5, "c": 0.5 - 0.25j}[kind]
+
+    def local(rank: int) -> np.ndarray:
+        coord = mesh.coordinate_of(rank)
+        if kind == "b":
+            value = full if all(coord[m] == 0 for m in partial_dims) else full & (np.arange(full.size).reshape(full.shape) % 2 == 0)
+        elif all(coord[m] == 0 for m in partial_dims):
+            value = full - full.dtype.type(delta * (copies - 1))
+        else:
+            value = np.full(full.shape, delta, full.dtype)
+        shape, offset = dt.compute_local_shape_and_global_offset(full.shape, mesh, placements, coord)
+        return np.ascontiguousarray(value[tuple(slice(o, o + n) for o, n in zip(offset, shape))])
+
+    from strategies import per_rank
+
+    return dt.DTensor.from_local(per_rank(world, mesh, local), mesh, placements, shape=full.shape)
+
+
+def reduction_dtype_family(world, data, checks: "Checks") -> None:
+    """Every reduction with every dtype= NumPy allows, on shards of the reduced axis and of another, replicas,
+    pending sums, uneven and empty shards: NumPy's values (exact for integers and bools)."""
+    mesh = draw_mesh(data, world)
+    shape = draw_shape(data, 1, 3, "shape", max_side=4)
+    ndim = len(shape)
+    dtype = data.draw(st.sampled_from(REDUCTION_DTYPES), label="dtype")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
+    full = exact_values(rng, shape, dtype)
+    options = [R, Partial("sum")] + [Shard(d) for d in range(ndim)]
+    placements = [data.draw(st.sampled_from(options), label=f"placement on mesh dim {m}") for m in range(mesh.ndim)]
+    x = exact_partials(world, mesh, full, placements)
+    checks.same(f"{dtype}{shape} {x.spec} itself", lambda: full, lambda: x, exact=True)
+    axes = [None, 0, -1] + ([(0, ndim - 1)] if ndim > 1 else [])
+    for requested in (None,) + REDUCTION_DTYPES:
+        axis = data.draw(st.sampled_from(axes), label=f"axis for dtype={requested}")
+        keepdims = data.draw(st.booleans(), label=f"keepdims for dtype={requested}")
+        low = {np.dtype(t) for t in (dtype, requested) if t is not None}
+        # float16: a sharded mean rounds each rank's share to float16 before the pending sum adds them
+        # (a few float16 ulps of values up to 3); float sums here are exact, integers compared exactly.
+        rtol = 1e-2 if np.dtype("float16") in low else 1e-5 if np.dtype("float32") in low else 1e-12
+        for name, reduce in DTYPE_REDUCTIONS.items():
+            if requested is not None and name in ("max", "min", "any", "all"):
+                continue  # these take no dtype= (NumPy refuses it before any DTensor code runs)
+            checks.same(f"{name}(axis={axis}, keepdims={keepdims}, dtype={requested}) of {dtype}{shape} {x.spec} mesh {mesh.shape}",
+                        lambda reduce=reduce: reduce(full, axis, keepdims, requested),
+                        lambda reduce=reduce: reduce(x, axis, keepdims, requested), rtol=rtol, atol=rtol)
+
+
 def mean_and_nan_checks(world, checks: "Checks") -> None:
     """torch.chunk shards of 5 over 4 ranks are 2, 2, 1, 0: the mean is still exact (PyTorch #162692)."""
     n = world.size
@@ -949,6 +1038,31 @@ def test_mean_and_nan_on_uneven_and_empty_shards(world):
     checks = Checks(world)
     mean_and_nan_checks(world, checks)
     checks.finish()
+
+
+# MPI: fewer examples, a seeded sample of each example's checks (the same on every rank)
+MPI_DTYPE_HYP = settings(max_examples=6, **_SETTINGS)
+MPI_DTYPE_CHECK_RATE = {2: 0.5, 4: 0.25}
+
+
+@pytest.mark.worlds(simulated=(1, 2, 3, 4), mpi=(2, 4))
+def test_reductions_with_dtype_equal_numpy(world):
+    """sum/mean/prod/max/min/any/all and the ufunc.reduce spellings, with every dtype= over every input dtype.
+
+    Regressions: an integer mean truncated each rank's share (np.mean(arange(4), dtype=int64) gave 0 on
+    4 ranks, NumPy 1); a float Partial(sum) summed with dtype=int8 cast each rank's partial value.
+    """
+    mpi = world.kind == "mpi"
+
+    @(MPI_DTYPE_HYP if mpi else HYP)
+    @given(data=st.data())
+    def examples(data):
+        seed = data.draw(st.integers(0, 2**16), label="check sample seed")
+        checks = Checks(world, rate=MPI_DTYPE_CHECK_RATE.get(world.size, 0.25) if mpi else 1.0, seed=seed)
+        reduction_dtype_family(world, data, checks)
+        checks.finish()
+
+    examples()
 
 
 @SIMULATED_ONLY

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..errors import ShardingError
+from ..errors import AxisError, ShardingError
 from ..int_tuple import product
 from ..placements import Partial, Placement, Replicate, Shard
 from ..spec import DTensorSpec, TensorMeta, default_shard_order
@@ -25,6 +26,8 @@ __all__ = [
     "scalar_key",
     "Scalar",
     "normalize_axes",
+    "axis_index",
+    "axis_tuple",
     "partial_free",
 ]
 
@@ -202,20 +205,81 @@ def scalar_key(value: Any) -> Scalar:
     return Scalar(freeze(value))
 
 
-def normalize_axes(axis: Any, ndim: int) -> Optional[tuple[int, ...]]:
-    """``axis`` (None, int or tuple) as a sorted tuple of non-negative dims; None means all."""
+def axis_index(axis: Any, ndim: int, argname: Optional[str] = None, *, expected: str = "an int") -> int:
+    """One axis as a dim in ``[0, ndim)``, checked like NumPy's ``normalize_axis_index``.
+
+    Anything but a Python or NumPy integer (a bool, float, string or list) is a
+    ``TypeError``; an axis out of range is an :class:`~dtensor_np.errors.AxisError`,
+    which is both a ``ShardingError`` and NumPy's ``AxisError``.
+
+    Example:
+        >>> axis_index(-1, 3)
+        2
+        >>> axis_index(5, 2, "axis2")
+        Traceback (most recent call last):
+        ...
+        dtensor_np.errors.AxisError: axis2: axis 5 is out of bounds for array of dimension 2
+        >>> axis_index(1.5, 2)
+        Traceback (most recent call last):
+        ...
+        TypeError: axis must be an int, got 1.5 ('float' object cannot be interpreted as an integer)
+    """
+    if isinstance(axis, (bool, np.bool_)):
+        raise TypeError(f"{argname or 'axis'} must be {expected}, got {axis!r} (a bool is not an axis)")
+    try:
+        index = operator.index(axis)
+    except TypeError as e:
+        raise TypeError(f"{argname or 'axis'} must be {expected}, got {axis!r} ({e})") from None
+    if not -ndim <= index < ndim:
+        raise AxisError(index, ndim, argname)
+    return index % ndim
+
+
+def axis_tuple(axis: Any, ndim: int, argname: Optional[str] = None, *, lists: bool = False) -> tuple[int, ...]:
+    """An int or a tuple of ints (a list too, with ``lists``) as dims in ``[0, ndim)``, in the order given.
+
+    Each entry is checked by :func:`axis_index`; a repeated dim is a ``ShardingError``
+    (a ``ValueError``, as NumPy raises).  NumPy's reductions refuse a list
+    (``'list' object cannot be interpreted as an integer``); ``transpose``,
+    ``moveaxis`` and ``expand_dims`` take one.
+
+    Example:
+        >>> axis_tuple((0, -1), 3), axis_tuple(1, 3)
+        ((0, 2), (1,))
+        >>> axis_tuple([0], 2)
+        Traceback (most recent call last):
+        ...
+        TypeError: axis must be an int or a tuple of ints, got [0] ('list' object cannot be interpreted as an integer)
+    """
+    if isinstance(axis, (tuple, list) if lists else tuple):
+        dims = tuple(axis_index(a, ndim, argname) for a in axis)
+    else:
+        dims = (axis_index(axis, ndim, argname, expected="an int or a tuple of ints"),)
+    if len(set(dims)) != len(dims):
+        raise ShardingError(f"duplicate value in {argname or 'axis'} {axis!r}")
+    return dims
+
+
+def normalize_axes(axis: Any, ndim: int, *, legacy_0d: bool = False) -> Optional[tuple[int, ...]]:
+    """``axis`` (None, an int or a tuple of ints) as a sorted tuple of dims; None means all.
+
+    With ``legacy_0d``, a 0-d array takes the int axis 0 or -1 and nothing is
+    reduced, as NumPy's ``sum``, ``max``, ``squeeze`` and ``ufunc.reduce`` allow
+    (``np.mean`` does not; a tuple is always checked).
+
+    Example:
+        >>> normalize_axes((-1, 0), 3), normalize_axes(None, 3), normalize_axes(0, 0, legacy_0d=True)
+        ((0, 2), None, ())
+    """
     if axis is None:
         return None
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    out = []
-    for a in axes:
-        a = int(a)
-        if not -ndim <= a < max(ndim, 1):
-            raise ShardingError(f"axis {a} is out of bounds for an array of dimension {ndim}")
-        out.append(a % ndim if ndim else 0)
-    if len(set(out)) != len(out):
-        raise ShardingError(f"duplicate value in axis {axis}")
-    return tuple(sorted(out))
+    if legacy_0d and ndim == 0 and not isinstance(axis, tuple):
+        try:
+            axis_index(axis, 1)
+        except AxisError:
+            raise AxisError(operator.index(axis), 0) from None
+        return ()
+    return tuple(sorted(axis_tuple(axis, ndim)))
 
 
 def placements_with(spec: DTensorSpec, updates: Mapping[int, Placement]) -> tuple[Placement, ...]:

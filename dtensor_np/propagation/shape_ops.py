@@ -20,9 +20,10 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 
 from ..errors import ShardingError
+from ..int_tuple import as_ints, is_integer
 from ..placements import Placement, Replicate, Shard
 from ..spec import DTensorSpec, TensorMeta
-from .common import freeze, harmonize, normalize_axes, settle, single_sharding
+from .common import axis_index, axis_tuple, freeze, harmonize, normalize_axes, settle, single_sharding
 from .einop import einop_rule
 from ..sharded import is_sharded
 from .registry import Decision, OpRule, register
@@ -33,9 +34,9 @@ __all__ = ["permute_decision", "reshape_decision", "reshape_groups", "resolve_sh
 # -- permutations -------------------------------------------------------------
 def permute_decision(spec: DTensorSpec, perm: Sequence[int]) -> Decision:
     """Output dim ``i`` is input dim ``perm[i]``; shards follow their dims."""
-    perm = tuple(int(p) % max(1, spec.ndim) for p in perm)
-    if sorted(perm) != list(range(spec.ndim)):
-        raise ShardingError(f"axes {perm} are not a permutation of the {spec.ndim} dims")
+    perm = axis_tuple(perm, spec.ndim, "axes", lists=True)
+    if len(perm) != spec.ndim:
+        raise ShardingError(f"axes {perm} don't match array: expected a permutation of its {spec.ndim} dims")
     placements = tuple(Shard(perm.index(p.dim)) if isinstance(p, Shard) else p for p in spec.placements)
     order = tuple(sorted((perm.index(d), ms) for d, ms in spec.shard_order))  # type: ignore[union-attr]
     out = DTensorSpec(spec.mesh, placements, TensorMeta(tuple(spec.shape[p] for p in perm), spec.dtype), order)
@@ -60,7 +61,7 @@ def _decide_transpose(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
 
 
 def _decide_swapaxes(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
-    a, b = (int(k) % max(1, specs[0].ndim) for k in key)
+    a, b = (axis_index(k, specs[0].ndim, name) for k, name in zip(key, ("axis1", "axis2")))
     perm = list(range(specs[0].ndim))
     perm[a], perm[b] = perm[b], perm[a]
     return permute_decision(specs[0], perm)
@@ -69,8 +70,10 @@ def _decide_swapaxes(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
 def _decide_moveaxis(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
     ndim = specs[0].ndim
     source, destination = key
-    src = tuple(int(s) % ndim for s in (source if isinstance(source, tuple) else (source,)))
-    dst = tuple(int(d) % ndim for d in (destination if isinstance(destination, tuple) else (destination,)))
+    src = axis_tuple(source, ndim, "source", lists=True)
+    dst = axis_tuple(destination, ndim, "destination", lists=True)
+    if len(src) != len(dst):
+        raise ShardingError(f"moveaxis: `source` {source} and `destination` {destination} must have the same number of elements")
     order = [n for n in range(ndim) if n not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
@@ -183,9 +186,9 @@ def _bind_reshape(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]
     kwargs.pop("copy", None)
     if order != "C" or kwargs or shape is None:
         raise ShardingError("numpy.reshape on DTensors supports a shape in C order only")
-    if isinstance(shape, (int, np.integer)):
-        shape = (int(shape),)
-    return (args[0],), freeze(tuple(shape))
+    if is_integer(shape):
+        return (args[0],), (int(shape),)
+    return (args[0],), as_ints(shape, "numpy.reshape: the new shape", "an int or a sequence of ints")
 
 
 def _bind_ravel(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
@@ -231,7 +234,7 @@ def _decide_expand_dims(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
 def _decide_squeeze(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
     spec = single_sharding(specs[0])
     axis = key[0] if key else None
-    drop = normalize_axes(axis, spec.ndim) if axis is not None else tuple(d for d, s in enumerate(spec.shape) if s == 1)
+    drop = normalize_axes(axis, spec.ndim, legacy_0d=True) if axis is not None else tuple(d for d, s in enumerate(spec.shape) if s == 1)
     for d in drop:
         if spec.shape[d] != 1:
             raise ValueError("cannot select an axis to squeeze out which has size not equal to one")
@@ -255,16 +258,16 @@ def _bind_join(name: str):
         arrays = tuple(arrays)
         if not arrays or not all(is_sharded(a) for a in arrays):
             raise TypeError(f"numpy.{name}: every array must be a DTensor; distribute plain arrays first")
-        return arrays, (int(axis), len(arrays))
+        return arrays, (freeze(axis), len(arrays))
 
     return bind
 
 
-def _join_decision(specs: tuple[DTensorSpec, ...], axis: int, new_axis: bool) -> Decision:
+def _join_decision(specs: tuple[DTensorSpec, ...], axis: Any, new_axis: bool) -> Decision:
     specs = tuple(single_sharding(s) for s in specs)
     ndim = specs[0].ndim
     out_ndim = ndim + new_axis
-    axis = axis % out_ndim if out_ndim else 0
+    axis = axis_index(axis, out_ndim)
     letters = string.ascii_lowercase[:ndim]
     if new_axis:
         if len({s.shape for s in specs}) != 1:

@@ -73,6 +73,25 @@ def test_dtype_validation():
         validate_reduction(np.dtype("M8[s]"), "sum", "all_reduce")
 
 
+def test_dtype_names_of_every_dtype_in_both_byte_orders():
+    """A code from another process names its dtype readably (``>f8``), even if this process never saw it."""
+    from collectives import dtypes
+
+    names = {}
+    for scalar_type in set(np.sctypeDict.values()):
+        native = np.dtype(scalar_type)
+        for dtype in {native, native.newbyteorder(">"), native.newbyteorder("<")}:
+            names[dtype_code(dtype)] = str(dtype)
+    for unit in ("s", "ms", "ns", "D"):
+        for dtype in (np.dtype(f">M8[{unit}]"), np.dtype(f"<m8[{unit}]")):
+            names[dtype_code(dtype)] = str(dtype)
+    dtypes._names_by_code.clear()  # as on a process that has seen none of them
+    for code, name in names.items():
+        assert dtype_name(code) == name
+    assert dtype_name(dtype_code(np.dtype(">f8"))) == ">f8"
+    assert dtype_name(dtype_code(np.dtype("<f8"))) == "float64"
+
+
 def test_descriptor_round_trip_and_verify_messages():
     info = MemberInfo(3, dtype_code(np.dtype(np.int32)), (4, 0, 7), 0, -12345)
     assert decode(encode(info), 3) == info
