@@ -32,6 +32,7 @@ from .visualize import plan_view, sharding_table, visualize_sharding
 from .graph import Graph, ShapeDtype, trace
 from .tensor_parallel import ColwiseParallel, ParallelStyle, RowwiseParallel, tensor_parallel_transform
 from . import array_api
+from .autodiff import grad, grad_graph, value_and_grad, vjp
 
 __all__ = [
     "ShardingError",
@@ -72,6 +73,10 @@ __all__ = [
     "ColwiseParallel",
     "RowwiseParallel",
     "array_api",
+    "grad",
+    "grad_graph",
+    "value_and_grad",
+    "vjp",
 ]
 
 __version__ = "0.1.0"

@@ -8,15 +8,16 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import zlib
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from .local_tensor import LocalTensor
 from .sharded import is_sharded
 
-__all__ = ["array_library", "as_array", "astype", "check_array", "checksum"]
+__all__ = ["array_function", "array_library", "as_array", "astype", "check_array", "checksum"]
 
 
 def array_library(x: Any) -> str:
@@ -58,6 +59,47 @@ def checksum(x: Any) -> int:
     if array_library(x) == "cupy":
         x = x.get()
     return zlib.crc32(np.ascontiguousarray(x).view(np.uint8))
+
+
+def array_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Make a plain function overridable like a NumPy function (NEP 18): tracers record it, DTensors dispatch it.
+
+    When an argument (at the top level or in a list or tuple) defines
+    ``__array_function__`` and is not an ndarray, its ``__array_function__``
+    is called with the wrapped function, as NumPy does for its own functions.
+
+    Example:
+        >>> @array_function
+        ... def double(x):
+        ...     return x * 2
+        >>> double(np.arange(2)).tolist()
+        [0, 2]
+    """
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        overloaded = [x for x in _candidates(args) + _candidates(tuple(kwargs.values()))
+                      if hasattr(type(x), "__array_function__") and not isinstance(x, np.ndarray)]
+        if overloaded:
+            types = tuple({type(x) for x in overloaded})
+            for x in overloaded:
+                result = type(x).__array_function__(x, wrapped, types, args, kwargs)
+                if result is not NotImplemented:
+                    return result
+            raise TypeError(f"no implementation of {fn.__name__} for {[t.__name__ for t in types]}")
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def _candidates(values: tuple[Any, ...]) -> list[Any]:
+    out = []
+    for x in values:
+        if isinstance(x, (list, tuple)):
+            out.extend(x)
+        else:
+            out.append(x)
+    return out
 
 
 def astype(x: Any, dtype: Any) -> Any:

@@ -62,6 +62,7 @@ __all__ = [
     "LOCAL_KINDS",
     "CostModel",
     "CollectiveCall",
+    "backward_target",
     "collective_call",
 ]
 
@@ -426,6 +427,27 @@ def count_collectives_greedy(steps: tuple[tuple[int, Placement, Placement], ...]
             continue  # R -> S is a local chunk, R -> P a local partition
         n += 1
     return n
+
+
+def backward_target(spec: DTensorSpec) -> DTensorSpec:
+    """The spec the gradient of an array of ``spec`` comes back in: the same placements, a ``Partial`` made ``Replicate``.
+
+    The backward of a redistribute from ``spec`` (PyTorch's ``Redistribute.backward``):
+    the cotangent moves back to the input's placements, except that a pending
+    reduction is not recreated; a replicated cotangent is kept, since turning
+    it back into a Partial would only cost a reduction later.  So a parameter
+    ``Shard(0)`` on "dp" gets a ``Shard(0)`` gradient (reduce-scattered from
+    the Partial sums of the data-parallel backward), a ``Partial`` input a
+    ``Replicate`` one.
+
+    Example:
+        >>> from dtensor_np import DeviceMesh, DTensorSpec, TensorMeta
+        >>> spec = DTensorSpec(DeviceMesh((2, 2)), (Shard(0), Partial()), TensorMeta((4,), "f4"))
+        >>> str(backward_target(spec))
+        'S(0)R'
+    """
+    placements = tuple(_R if isinstance(p, Partial) else p for p in spec.placements)
+    return spec if placements == spec.placements else spec.with_placements(placements, spec.shard_order)
 
 
 # --------------------------------------------------------------------------

@@ -51,7 +51,7 @@ from .pytree import unflatten
 if TYPE_CHECKING:
     from .graph import Graph
 
-__all__ = ["run_sharded", "graph_collectives"]
+__all__ = ["run_sharded", "run_sharded_shards", "graph_collectives"]
 
 Shards = dict[int, Any]
 
@@ -170,8 +170,12 @@ def _program(graph: Graph, ranks: tuple[int, ...]) -> _Program:
     return _Program(graph, ranks)
 
 
-def run_sharded(graph: Graph, *args: Any) -> Any:
-    """The outputs of a sharded graph, run on the ranks this process holds (see the module doc)."""
+def run_sharded_shards(graph: Graph, *args: Any) -> list[Shards]:
+    """Every output of a sharded graph as ``{rank: local array}`` for the ranks this process holds.
+
+    What :func:`run_sharded` returns in the user's form; callers that wrap the
+    outputs into DTensors (the autodiff transformations) take these.
+    """
     sharding = graph.sharding
     if sharding is None:
         raise TypeError("run_sharded needs a sharded graph (from tensor_parallel_transform)")
@@ -214,11 +218,18 @@ def run_sharded(graph: Graph, *args: Any) -> Any:
         else:  # a constant: replicated, in the inputs' array library
             value = constant_value(node.fn, xp)
             env[outs[0]] = {r: value for r in ranks}
-    if sharding.outputs is None:
-        return unflatten(graph.out_tree, [env[v.id][ranks[0]] for v in graph.outputs])
-    return unflatten(
-        graph.out_tree, [_output(env[v.id], spec, ranks) for v, spec in zip(graph.outputs, sharding.outputs)]
-    )
+    return [env[v.id] for v in graph.outputs]
+
+
+def run_sharded(graph: Graph, *args: Any) -> Any:
+    """The outputs of a sharded graph, run on the ranks this process holds (see the module doc)."""
+    sharding = graph.sharding
+    outputs = run_sharded_shards(graph, *args)
+    ranks = tuple(backend_for(sharding.mesh).ranks)  # type: ignore[union-attr]
+    if sharding.outputs is None:  # type: ignore[union-attr]
+        return unflatten(graph.out_tree, [shards[ranks[0]] for shards in outputs])
+    return unflatten(graph.out_tree, [_output(shards, spec, ranks)
+                                      for shards, spec in zip(outputs, sharding.outputs)])  # type: ignore[union-attr]
 
 
 def _output(shards: Shards, spec: DTensorSpec, ranks: tuple[int, ...]) -> Any:
