@@ -33,6 +33,7 @@ from .graph import Graph, ShapeDtype, trace
 from .tensor_parallel import ColwiseParallel, ParallelStyle, RowwiseParallel, tensor_parallel_transform
 from . import array_api
 from .autodiff import grad, grad_graph, value_and_grad, vjp
+from . import optim
 
 __all__ = [
     "ShardingError",
@@ -77,6 +78,7 @@ __all__ = [
     "grad_graph",
     "value_and_grad",
     "vjp",
+    "optim",
 ]
 
 __version__ = "0.1.0"

@@ -1110,3 +1110,28 @@ def test_numpy_ops_under_mpi(world):
     if family_failure:
         checks.errors.insert(0, family_failure[:3000])
     checks.finish()
+
+
+def test_like_constructors_keep_placements_and_settle_pending_sums(world):
+    """np.zeros_like & co. keep the array's placements with no collective; a constant other than 0 is not a sum of
+    per-rank copies, so a Partial input is reduced first (ones_like/full_like of a Partial give Replicate)."""
+    n = world.size
+    mesh = dt.DeviceMesh((n,), backend=world.kind)
+    full = np.arange(float(3 * n + 1)).reshape(-1, 1) * np.ones((1, 2))
+    x = dt.distribute_tensor(full, mesh, [Shard(0)])
+    for fn, extra, want in [(np.zeros_like, (), np.zeros_like(full)), (np.ones_like, (), np.ones_like(full)),
+                            (np.full_like, (2.5,), np.full_like(full, 2.5))]:
+        with dt.comm_counter() as c:
+            y = fn(x, *extra, dtype=np.float32)
+        assert sum(c.counts.values()) == 0 and y.placements == (Shard(0),) and y.dtype == np.float32
+        np.testing.assert_array_equal(y.full_tensor(), want.astype(np.float32))
+    assert np.empty_like(x).shape == full.shape
+    share = dt.distribute_tensor(full / n, mesh, [dt.Replicate()])
+    p = dt.DTensor.from_local(share.to_local(), mesh, [dt.Partial()])
+    assert np.zeros_like(p).placements == (dt.Partial(),)
+    np.testing.assert_array_equal(np.zeros_like(p).full_tensor(), np.zeros_like(full))
+    ones = np.ones_like(p)
+    assert ones.placements == (dt.Replicate(),)
+    np.testing.assert_array_equal(ones.full_tensor(), np.ones_like(full))
+    with pytest.raises(ShardingError, match="shape"):
+        np.zeros_like(x, shape=(2, 2))

@@ -1,4 +1,4 @@
-"""Rules for elementwise ops: every NumPy ufunc, ``where``, ``clip`` and ``astype``.
+"""Rules for elementwise ops: every NumPy ufunc, ``where``, ``clip``, ``astype`` and ``zeros_like`` & co.
 
 Broadcasting follows :func:`pointwise_rule`.  Pending sums (``Partial``) flow
 through linear ops: ``add``, ``subtract``, ``negative`` and ``positive`` when
@@ -27,8 +27,8 @@ import numpy as np
 from ..arrays import astype
 from ..errors import ShardingError
 from ..placements import Partial
-from ..spec import DTensorSpec
-from .common import freeze, harmonize, scalar_key, settle, settle_keeping, single_partials, single_sharding
+from ..spec import DTensorSpec, TensorMeta
+from .common import freeze, harmonize, partial_free, scalar_key, settle, settle_keeping, single_partials, single_sharding
 from .einop import pointwise_equation, pointwise_rule
 from ..sharded import is_sharded
 from .registry import Decision, OpRule, register
@@ -175,3 +175,39 @@ def _decide_astype(specs: tuple[DTensorSpec, ...], dtype: Any) -> Decision:
 ASTYPE = OpRule("astype", _bind_astype, _decide_astype)
 register(astype, *((np.astype,) if hasattr(np, "astype") else ()))(ASTYPE)
 
+
+def _bind_like(fn: Any) -> Any:
+    def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+        names = ("fill_value", "dtype") if fn is np.full_like else ("dtype",)
+        values = dict(zip(names, args[1:]))
+        values.update(kwargs)
+        if values.pop("shape", None) is not None or values.pop("order", "K") not in ("K", "C"):
+            raise ShardingError(f"numpy.{fn.__name__} on DTensors keeps the array's shape (no shape=, order=)")
+        values.pop("subok", None)
+        value = values.pop("fill_value", None)
+        dtype = values.pop("dtype", None)
+        device = values.pop("device", None)
+        if values:
+            raise ShardingError(f"numpy.{fn.__name__} on DTensors does not support {sorted(values)}")
+        return (args[0],), (scalar_key(value) if fn is np.full_like else None, None if dtype is None else np.dtype(dtype),
+                            device)
+
+    return bind
+
+
+def _decide_like(fn: Any) -> Any:
+    def decide(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
+        value, dtype, _ = key
+        extra = () if value is None else (value.value,)
+        spec = specs[0]
+        if fn is not np.zeros_like:  # a constant other than 0 is not the sum of its copies: reduce pending sums
+            spec = partial_free(spec)
+        out_dtype = spec.dtype if dtype is None else dtype
+        out = DTensorSpec(spec.mesh, spec.placements, TensorMeta(spec.shape, out_dtype), spec.shard_order)
+        return Decision((spec,), (out,), lambda rank, a: fn(a, *extra, dtype=dtype))
+
+    return decide
+
+
+for _fn in (np.zeros_like, np.ones_like, np.empty_like, np.full_like):
+    register(_fn)(OpRule(_fn.__name__, _bind_like(_fn), _decide_like(_fn)))
