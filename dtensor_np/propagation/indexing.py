@@ -30,6 +30,7 @@ are handled by :mod:`dtensor_np.indexing` before they reach this rule.
 Example:
     >>> import operator
     >>> from dtensor_np import DeviceMesh, DTensorSpec, TensorMeta, Shard
+    >>> from dtensor_np.propagation import decide, rule_for
     >>> spec = DTensorSpec(DeviceMesh((2,)), (Shard(0),), TensorMeta((6, 3), "f8"))
     >>> d = decide(rule_for(operator.getitem), (spec,), (SliceKey(1, None, None), 2))
     >>> str(d.outputs[0]), d.outputs[0].shape, d.program is not None   # 5 rows over 2 ranks: 3 + 2, one moves
@@ -62,8 +63,8 @@ from .index_plan import (
     list_index,
     plan_index,
 )
-from .registry import Decision, OpRule, decide, register, rule_for
-from .row_moves import gather_rows, member_of, move_ranges
+from .registry import Decision, OpRule, register
+from .row_moves import gather_rows, member_of, move_ranges, width
 
 __all__ = ["GETITEM", "BoolKey", "SliceKey", "StaticArray", "TensorRef", "BasicPhase", "AdvancedPhase", "index_arrays",
            "getitem_decision"]
@@ -244,7 +245,7 @@ class BasicPhase:
             for r in ranks:
                 size, offset = (v[y] for v in y_spec.local_block(r))
                 want[r] = (offset, offset + size)
-            if any(_width(have[r]) != _width(want[r]) or (_width(want[r]) and have[r] != want[r]) for r in ranks):
+            if any(width(have[r]) != width(want[r]) or (width(want[r]) and have[r] != want[r]) for r in ranks):
                 self.moves.append((mesh.groups(mesh_dims), y, have, want))
         self.communicates = self.broadcast is not None or bool(self.moves)
 
@@ -266,10 +267,6 @@ class BasicPhase:
         for groups, axis, have, want in self.moves:
             ys = move_ranges(backend, ys, groups, axis, have, want)
         return ys
-
-
-def _width(span: tuple[int, int]) -> int:
-    return span[1] - span[0]
 
 
 # -- phase 2: advanced ----------------------------------------------------------------------------------

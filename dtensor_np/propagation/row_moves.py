@@ -38,7 +38,7 @@ import numpy as np
 from collectives import Groups, array_module
 from collectives.ops.rechunk import overlaps
 
-__all__ = ["move_ranges", "gather_rows", "member_of", "Ranges"]
+__all__ = ["move_ranges", "gather_rows", "member_of", "width", "Ranges"]
 
 Ranges = Mapping[int, tuple[int, int]]
 Shards = dict[int, Any]
@@ -65,7 +65,7 @@ def move_ranges(backend: Any, shards: Mapping[int, Any], groups: Groups, axis: i
     """
     moved = {}
     for g in groups:
-        moved[g] = [[0 if q == p else _width(_overlap(have[a], want[b])) for p, b in enumerate(g)]
+        moved[g] = [[0 if q == p else width(_overlap(have[a], want[b])) for p, b in enumerate(g)]
                     for q, a in enumerate(g)]
     if not any(any(row) for rows in moved.values() for row in rows):
         return dict(shards)
@@ -106,7 +106,8 @@ def move_ranges(backend: Any, shards: Mapping[int, Any], groups: Groups, axis: i
     return out
 
 
-def _width(span: tuple[int, int]) -> int:
+def width(span: tuple[int, int]) -> int:
+    """How many positions a ``(lo, hi)`` range holds."""
     return span[1] - span[0]
 
 
