@@ -83,6 +83,16 @@ def placements(draw: Any, mesh: dt.DeviceMesh, ndim: int, partial: bool = False)
     return [draw(st.one_of(options)) for _ in range(mesh.ndim)]
 
 
+def place(draw: Any, full: np.ndarray, mesh: dt.DeviceMesh, pls: list[Any]) -> Any:
+    """``full`` distributed on ``pls``; a dim split by two mesh dims is sometimes split by the inner one first."""
+    x = dt.distribute_tensor(full, mesh, pls)
+    twice = [(d, ms) for d, ms in x.spec.shard_order if len(ms) > 1]
+    if twice and draw(st.booleans()):
+        order = tuple((d, tuple(reversed(ms)) if len(ms) > 1 else ms) for d, ms in x.spec.shard_order)
+        x = x.redistribute(pls, shard_order=order)
+    return x
+
+
 @st.composite
 def shapes(draw: Any, min_dims: int = 1, max_dims: int = 3) -> tuple[int, ...]:
     return tuple(draw(st.lists(st.integers(0, 7), min_size=min_dims, max_size=max_dims)))
@@ -277,7 +287,7 @@ def test_basic_indexing_keeps_shards_and_moves_only_changed_rows(world):
         mesh = data.draw(st.sampled_from(meshes(world)))
         shape = data.draw(shapes(0, 3))
         full = full_array(shape, data.draw(st.sampled_from(["float64", "int32", "bool"])), data.draw(st.integers(0, 99)))
-        x = dt.distribute_tensor(full, mesh, data.draw(placements(mesh, len(shape), partial=True)))
+        x = place(data.draw, full, mesh, data.draw(placements(mesh, len(shape), partial=True)))
         index = data.draw(st.one_of(hnp.basic_indices(shape, allow_newaxis=True),
                                     mixed_indices(shape, arrays=False, masks=False)))
         v = Verdict(world)
@@ -321,7 +331,7 @@ def test_advanced_indexing_equals_numpy(world):
         mesh = data.draw(st.sampled_from(meshes(world)))
         shape = data.draw(shapes(1, 3))
         full = full_array(shape, data.draw(st.sampled_from(["float64", "int64"])), data.draw(st.integers(0, 99)))
-        x = dt.distribute_tensor(full, mesh, data.draw(placements(mesh, len(shape), partial=True)))
+        x = place(data.draw, full, mesh, data.draw(placements(mesh, len(shape), partial=True)))
         if all(shape) and data.draw(st.booleans()):
             index = data.draw(hnp.integer_array_indices(shape, result_shape=hnp.array_shapes(max_dims=2, max_side=4)))
         else:
@@ -452,7 +462,7 @@ def test_at_updates_equal_numpy(world):
         shape = data.draw(shapes(1, 3))
         dtype = data.draw(st.sampled_from(["float64", "int64"]))
         full = full_array(shape, dtype, data.draw(st.integers(0, 99)))
-        x = dt.distribute_tensor(full, mesh, data.draw(placements(mesh, len(shape))))
+        x = place(data.draw, full, mesh, data.draw(placements(mesh, len(shape))))
         index = data.draw(st.one_of(hnp.basic_indices(shape, allow_newaxis=True), mixed_indices(shape)))
         index = line_up_masks(as_dtensor_index(data.draw, index_items(index), mesh, x), x)
         np_index = numpy_index(index)
@@ -495,6 +505,11 @@ def test_at_updates_equal_numpy(world):
             if kind in ("scalar", "numpy", "broadcast", "replicated") and not any(
                     isinstance(i, dt.DTensor) for i in index):
                 v.check(ctx + " no collective", lambda: operator.eq(counter.total, 0) or pytest.fail(counter))
+        if op == "set":  # x[index] = value rebinds a handle to the same result; x, and the copy's source, unchanged
+            handle = x[...]
+            v.check(ctx + " setitem", lambda: handle.__setitem__(index, value))
+            check_blocks(v, ctx + " setitem", handle, want)
+            v.check(ctx + " x unchanged by setitem", lambda: np.testing.assert_array_equal(x.full_tensor(), full))
         v.agree()
 
     check()

@@ -7,20 +7,23 @@ The index runs in two phases (see :mod:`.index_plan`), each moving only what cha
   stays sharded on its mesh dims; when the parts no longer follow the
   ``torch.chunk`` layout of the result, the rows that change owner move in one
   ``Alltoallv`` per such dim (``rechunk`` for a positive step, ``exchange`` for
-  a negative one, which reverses the order), never a gather.  An int on a
-  sharded dim: the one rank whose block holds it broadcasts its part over the
-  mesh dims of that dim (one ``broadcast`` of the result's bytes), which are
-  ``Replicate`` in the result.  Unsharded dims: no communication.
+  a negative one, which reverses the order; both counted as ``all_to_all``):
+  each rank passes MPI exactly the rows it sends away, never a gather.  An
+  int on a sharded dim: the one rank whose block holds it broadcasts its part
+  over the mesh dims of that dim (one ``broadcast`` of the result's block),
+  which are ``Replicate`` in the result.  Unsharded dims, and slices whose
+  parts already are the result's chunks: no communication.
 * **advanced** (integer arrays; a boolean mask is its ``nonzero()``): the
-  index arrays are replicated first (their redistribute, e.g. an
-  ``all_gather`` of a sharded index array; nothing for NumPy arrays).  When no
-  advanced dim is sharded every rank picks its rows locally (no
+  index arrays are replicated first (a sharded index array's redistribute,
+  e.g. an ``all_gather`` of the index's bytes; nothing for NumPy arrays).
+  When no advanced dim is sharded every rank picks its rows locally (no
   communication).  Otherwise the mesh dims of the advanced dims shard the
-  first dim of the index arrays' broadcast shape in the result, and each
-  selected row goes from the rank that owns it to the rank that holds its
-  place in the result, in one ``exchange`` of exactly those rows (a row
-  selected twice travels twice; a row already in place does not move).  Index
-  values are checked (NumPy's ``IndexError``) on every rank before anything moves.
+  first dim of the index arrays' broadcast shape in the result (torch.chunk),
+  and each selected row goes from the rank that owns it to the rank that holds
+  its place in the result in one ``exchange``: a rank passes MPI the rows it
+  sends away (a row selected twice travels twice; a row already in place does
+  not move); none when no row changes owner.  Index values are checked
+  (NumPy's ``IndexError``) on every rank before anything moves.
 
 ``Partial`` placements pass through both phases (selection is linear).
 A boolean mask that is a distributed argument of a graph has a
@@ -45,7 +48,7 @@ from typing import Any, Hashable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from collectives import array_module
+from collectives import array_module, is_device_array
 
 from ..placements import Replicate, Shard
 from ..sharded import is_sharded
@@ -191,7 +194,8 @@ def index_arrays(plan: IndexPlan, values: Sequence[Any]) -> list[np.ndarray]:
         n = 1 if e.dim is None else plan.shape[e.dim]
         source = e.source
         if isinstance(source, ArrayArg):
-            source = np.asarray(values[source.position - 1])
+            source = values[source.position - 1]
+            source = source.get() if is_device_array(source) else np.asarray(source)  # owners are worked out on the host
             if size and e.dim is not None:
                 check_bounds(source, e.dim, n)
         if source.dtype.kind == "i" and n:
