@@ -144,19 +144,17 @@ def member_of(coordinates: Sequence[np.ndarray], blocks: Sequence[Sequence[tuple
     n = len(coordinates[0]) if coordinates else 0
     if not blocks[0]:
         return np.zeros(n, np.intp)
-    labels = []
-    sizes = []
-    for d, c in enumerate(coordinates):
-        starts = np.array(sorted({b[d][0] for b in blocks if b[d][1] > 0}), np.int64)
-        labels.append(np.searchsorted(starts, c, side="right") - 1)
-        sizes.append(len(starts))
+    starts = [np.array(sorted({b[d][0] for b in blocks if b[d][1] > 0}), np.int64) for d in range(len(coordinates))]
+    sizes = [len(s) for s in starts]
     table = np.full(int(np.prod(sizes)), -1, np.intp)
     for m, box in enumerate(blocks):
         if all(size > 0 for _, size in box):
-            key = [int(np.searchsorted(np.array(sorted({b[d][0] for b in blocks if b[d][1] > 0})), start))
-                   for d, (start, _) in enumerate(box)]
-            table[np.ravel_multi_index(key, sizes)] = m
-    return table[np.ravel_multi_index(labels, sizes)] if n else np.zeros(0, np.intp)
+            table[np.ravel_multi_index([int(np.searchsorted(s, start)) for s, (start, _) in zip(starts, box)],
+                                       sizes)] = m
+    if not n:
+        return np.zeros(0, np.intp)
+    labels = [np.searchsorted(s, c, side="right") - 1 for s, c in zip(starts, coordinates)]
+    return table[np.ravel_multi_index(labels, sizes)]
 
 
 def gather_rows(backend: Any, shards: Mapping[int, Any], groups: Groups, owner: np.ndarray, target: np.ndarray,
