@@ -212,6 +212,15 @@ class Backend(ABC):
         """
         return self.call("rechunk", shards, groups, check=check, axis=axis, in_sizes=in_sizes, out_sizes=out_sizes)
 
+    def exchange(self, shards: Shards, groups: Groups, *, axis: int, send_counts: Mapping[int, Sequence[int]],
+                 check: bool = True) -> dict[int, Array]:
+        """Member ``q`` sends ``send_counts[q][p]`` rows along ``axis`` to member ``p`` (its rows for member 0 first).
+
+        Each member gets the rows sent to it, member 0's first (one ``Alltoallv``); see
+        :mod:`collectives.ops.exchange`.
+        """
+        return self.call("exchange", shards, groups, check=check, axis=axis, send_counts=send_counts)
+
     def exscan(self, shards: Shards, groups: Groups, *, op: str = "sum", check: bool = True) -> dict[int, Array]:
         """Member ``i`` gets the ``op`` reduction of members ``0 .. i-1`` (member 0: the identity)."""
         return self.call("exscan", shards, groups, check=check, op=op)
@@ -251,6 +260,11 @@ class Backend(ABC):
         """Start ``rechunk``; ``.wait()`` on the handle returns its result."""
         return self.start("rechunk", shards, groups, check=check, axis=axis, in_sizes=in_sizes, out_sizes=out_sizes)
 
+    def iexchange(self, shards: Shards, groups: Groups, *, axis: int, send_counts: Mapping[int, Sequence[int]],
+                  check: bool = True) -> Handle:
+        """Start ``exchange``; ``.wait()`` on the handle returns its result."""
+        return self.start("exchange", shards, groups, check=check, axis=axis, send_counts=send_counts)
+
     def iexscan(self, shards: Shards, groups: Groups, *, op: str = "sum", check: bool = True) -> Handle:
         """Start ``exscan``; ``.wait()`` on the handle returns its result."""
         return self.start("exscan", shards, groups, check=check, op=op)
@@ -288,6 +302,11 @@ class Backend(ABC):
                         out_sizes: Sizes) -> Prepared:
         """``rechunk`` worked out once for these input shapes and dtype (see ``prepare``)."""
         return self.prepare("rechunk", groups, shapes, dtype, axis=axis, in_sizes=in_sizes, out_sizes=out_sizes)
+
+    def prepare_exchange(self, groups: Groups, shapes: Shapes, dtype: Any, *, axis: int,
+                         send_counts: Mapping[int, Sequence[int]]) -> Prepared:
+        """``exchange`` worked out once for these input shapes and dtype (see ``prepare``)."""
+        return self.prepare("exchange", groups, shapes, dtype, axis=axis, send_counts=send_counts)
 
     def prepare_exscan(self, groups: Groups, shapes: Shapes, dtype: Any, *, op: str = "sum") -> Prepared:
         """``exscan`` worked out once for these input shapes and dtype (see ``prepare``)."""

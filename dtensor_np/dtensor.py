@@ -32,6 +32,7 @@ from .devices import Sharding
 from .dispatch import dispatch, dispatch_ufunc, run_rule
 from .errors import ShardingError
 from .from_local import build_from_local
+from .indexing import IndexUpdater, getitem, iterate
 from .local_tensor import LocalTensor
 from .mesh import DeviceMesh
 from .placements import Partial, Placement, Replicate, placements_str
@@ -116,6 +117,24 @@ class DTensor(NDArrayOperatorsMixin):
         if not self.shape:
             raise TypeError("len() of a 0-d DTensor")
         return self.shape[0]
+
+    # -- indexing (see dtensor_np.indexing): copies, and updates that rebind --------------
+    def __getitem__(self, index: Any) -> "DTensor":
+        """``x[index]`` for every NumPy index, sharded dims included: a new DTensor (a copy, never a view)."""
+        return getitem(self, index)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        """``x[index] = value`` rebinds this handle to ``x.at[index].set(value)``; no other array changes."""
+        self._rebind(self.at[index].set(value))
+
+    def __iter__(self) -> Any:
+        """The rows along the first dim, each one ``x[i]``."""
+        return iterate(self)
+
+    @property
+    def at(self) -> IndexUpdater:
+        """Functional updates: ``x.at[index].set(v)`` (also ``add``, ``multiply``, ``min``, ``max``, ``get``)."""
+        return IndexUpdater(self)
 
     # -- Python scalars: one small collective that every rank makes --------------------
     def _scalar(self, convert: Any) -> Any:

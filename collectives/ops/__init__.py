@@ -18,6 +18,7 @@ from .all_reduce import AllReduce
 from .all_to_all import AllToAll
 from .base import CollectiveOp, MpiCall
 from .broadcast import Broadcast
+from .exchange import Exchange
 from .exscan import ExScan
 from .rechunk import Rechunk
 from .reduce_scatter import ReduceScatter
@@ -32,6 +33,7 @@ __all__ = [
     "AllToAll",
     "Broadcast",
     "ExScan",
+    "Exchange",
     "CollectiveOp",
     "MpiCall",
     "Rechunk",
@@ -42,7 +44,8 @@ __all__ = [
 
 OPS: dict[str, type[CollectiveOp]] = {
     op.name: op
-    for op in (AllGather, AllReduce, ReduceScatter, AllToAll, Broadcast, Scatter, ScatterBlocks, Rechunk, ExScan)
+    for op in (AllGather, AllReduce, ReduceScatter, AllToAll, Broadcast, Scatter, ScatterBlocks, Rechunk, Exchange,
+               ExScan)
 }
 """Every collective by its kind name."""
 

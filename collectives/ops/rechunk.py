@@ -23,14 +23,13 @@ from typing import ClassVar
 import numpy as np
 
 from ..agreement import MemberInfo, lengths_match, same_shapes_except
-from ..arguments import group_sizes, normalize_axis, piece_counts, with_length
+from ..arguments import group_sizes, normalize_axis, with_length
 from ..chunks import offsets
 from ..device import array_module
-from ..dtypes import movement_datatype
 from ..errors import CollectiveError
-from ..packing import block_receiver, piece_packer
 from ..types import Array, Group, Sizes
 from .base import CollectiveOp, MpiCall, Shape, pieces
+from .exchange import alltoallv_call
 
 __all__ = ["Rechunk", "overlaps"]
 
@@ -84,14 +83,4 @@ class Rechunk(CollectiveOp):
         return [piece.copy() for piece in pieces(whole, self.axis, self.out_sizes)]
 
     def mpi_call(self, position: int, size: int, shape: Shape, dtype: np.dtype, xp: ModuleType) -> MpiCall:
-        datatype = movement_datatype(dtype)
-        moved = overlaps(self.in_sizes, self.out_sizes)
-        send = moved[position]
-        receive = [moved[q][position] for q in range(size)]
-        mine = with_length(shape, self.axis, self.out_sizes[position])
-        recv_shape, finish = block_receiver([with_length(shape, self.axis, n) for n in receive], self.axis, dtype, xp)
-        pack = piece_packer(shape, send, self.axis, dtype, xp)
-        send_counts = piece_counts(shape, self.axis, send)
-        recv_counts = piece_counts(mine, self.axis, receive)
-        return MpiCall("Alltoallv", (send_counts, offsets(send_counts), datatype), recv_shape,
-                       (recv_counts, offsets(recv_counts), datatype), pack=pack, finish=finish)
+        return alltoallv_call(overlaps(self.in_sizes, self.out_sizes), position, shape, self.axis, dtype, xp)

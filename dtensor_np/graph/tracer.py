@@ -45,6 +45,7 @@ from ..arrays import astype
 from ..mesh import DeviceMesh
 from ..placements import Replicate
 from ..propagation import decide, rule_of
+from ..propagation.index_plan import concrete_index
 from ..sharded import SpecArg
 from ..spec import DTensorSpec
 from .graph import Graph
@@ -273,6 +274,7 @@ class Tracer(NDArrayOperatorsMixin):
         return self._recorder.record(func, "__call__", args, kwargs)
 
     def __getitem__(self, index: Any) -> Any:
+        index = concrete_index(index, lambda item: isinstance(item, Tracer))  # masks: static, or a TypeError
         return self._recorder.record(operator.getitem, "__call__", (self, index), {})
 
     # -- methods: each is the NumPy function of the same name --------------------

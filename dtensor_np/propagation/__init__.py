@@ -13,7 +13,7 @@ Example:
     [0, -1]
 """
 
-from . import contraction, elementwise, reduction, shape_ops  # noqa: F401  (register the rules)
+from . import contraction, elementwise, indexing, reduction, shape_ops  # noqa: F401  (register the rules)
 from .einop import OutputSharding, einop_rule, pointwise_rule
 from .registry import Decision, OpRule, decide, registered_ops, rule_for
 from .reduction import ufunc_reduce_rule
