@@ -123,7 +123,9 @@ def run_rule(rule: OpRule, args: tuple, kwargs: Mapping[str, Any]) -> Any:
 
 def _results(make: Any, namespace: Any, outputs: tuple[dict[int, Any], ...], decision: Any) -> Any:
     wrapped = tuple(_wrap(make, namespace, shards, spec) for shards, spec in zip(outputs, decision.outputs))
-    return wrapped if decision.multiple_outputs else wrapped[0]
+    if not decision.multiple_outputs:
+        return wrapped[0]
+    return wrapped if decision.result_type is None else decision.result_type(*wrapped)
 
 
 def _move(shards: dict[int, Any], src: DTensorSpec, dst: DTensorSpec) -> dict[int, Any]:

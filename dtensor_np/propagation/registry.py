@@ -41,7 +41,9 @@ class Decision:
     ranks this process holds, may run collectives through ``backend`` (the same
     ones on every rank, its docstring saying which), and returns the output's
     ``{rank: array}`` (a tuple of them when ``multiple_outputs``).  Output
-    dtypes are placeholders until the local results exist.
+    dtypes are placeholders until the local results exist.  ``result_type``
+    (with ``multiple_outputs``) is the tuple type the outputs come back in, a
+    namedtuple where NumPy returns one (``EighResult``...); None: a plain tuple.
     """
 
     inputs: tuple[DTensorSpec, ...]
@@ -49,6 +51,7 @@ class Decision:
     local: Optional[Callable[..., Any]]
     multiple_outputs: bool = False
     program: Optional[Callable[..., Any]] = None
+    result_type: Optional[Callable[..., tuple]] = None
 
 
 @dataclass(frozen=True, slots=True)

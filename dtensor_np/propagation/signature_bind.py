@@ -1,0 +1,66 @@
+"""Binding a call by the NumPy function's own signature: its array parameters and a frozen key of the rest.
+
+Used by the rules of ``numpy.linalg`` and ``numpy.fft``: every argument is
+named as NumPy names it (defaults filled in), the array parameters must be
+DTensors, and every other argument must be static (a scalar, a string, a
+tuple): an array there is refused with a ``ShardingError`` naming it.
+
+Example:
+    >>> import numpy as np
+    >>> from dtensor_np import DeviceMesh, DTensorSpec, TensorMeta, Replicate
+    >>> from dtensor_np.sharded import SpecArg
+    >>> x = SpecArg(DTensorSpec(DeviceMesh((1,)), (Replicate(),), TensorMeta((3,), "f8")))
+    >>> bind = signature_binder(np.fft.fft, "numpy.fft")
+    >>> bind((x,), {"n": 4})[1]
+    (('n', 4), ('axis', -1), ('norm', None), ('out', None))
+    >>> bind((x, np.ones(2)), {})
+    Traceback (most recent call last):
+    ...
+    dtensor_np.errors.ShardingError: numpy.fft.fft on DTensors: expected a static n (a scalar, string or tuple), got ndarray
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Hashable
+
+import numpy as np
+
+from ..errors import ShardingError
+from ..sharded import is_sharded
+from .common import freeze
+
+__all__ = ["signature_binder"]
+
+
+def signature_binder(func: Callable[..., Any], module: str, arrays: int = 1, scalars: tuple[str, ...] = ()) -> Callable[[tuple, dict], tuple[tuple[Any, ...], Hashable]]:
+    """``bind(args, kwargs) -> (DTensors, key)`` for ``func``, whose first ``arrays`` parameters are arrays.
+
+    ``key`` is ``((name, value), ...)`` for every other parameter, in the
+    signature's order.  ``scalars`` name parameters that NumPy would also take
+    as arrays (a per-matrix tolerance) but that must be scalars here.
+    """
+    signature = inspect.signature(func)
+    name = f"{module}.{func.__name__}"
+    params = list(signature.parameters)[:arrays]
+
+    def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{name}: {e}") from None
+        bound.apply_defaults()
+        given = dict(bound.arguments)
+        tensors = tuple(given.pop(p) for p in params)
+        for p, t in zip(params, tensors):
+            if not is_sharded(t):
+                raise TypeError(f"{name}: expected a DTensor for {p}, got {type(t).__name__}; distribute it first")
+        for key, value in given.items():
+            an_array = is_sharded(value) or (isinstance(value, np.ndarray) and value.ndim > 0)
+            if an_array or (key in scalars and isinstance(value, (list, tuple))):
+                raise ShardingError(
+                    f"{name} on DTensors: expected a static {key} (a scalar, string or tuple), got {type(value).__name__}"
+                )
+        return tensors, freeze(tuple(given.items()))
+
+    return bind
