@@ -466,7 +466,8 @@ def distribute_tensor(
                 blocks[r] = (offset, shape)
             shards = backend.call("scatter_blocks", mine, world, check=False, root=src_data_rank, blocks=blocks)
     else:
-        shards = {rank: array[replicated.local_index(rank)].copy(order="C") for rank in backend.ranks}
+        # `...` keeps a 0-d block an array (array[()] would be a NumPy scalar)
+        shards = {rank: array[replicated.local_index(rank) + (...,)].copy(order="C") for rank in backend.ranks}
     if replicated == spec:
         return DTensor(shards, spec)
     return DTensor(redistribute_shards(shards, replicated, spec), spec)
