@@ -404,3 +404,47 @@ def test_dlpack_exports_only_a_whole_array_on_one_rank(world):
         checks.raises("from_dlpack(copy=False) of host data", lambda: xp.from_dlpack(np.ones(2), copy=False),
                       BufferError, "copy")
     checks.finish()
+
+
+def test_bad_input_of_the_namespace(world):
+    """The entries of docs/errors.md, "The Array API namespace": on every rank, before anything moves."""
+    checks = Checks(world)
+    mesh = dt.DeviceMesh((world.size,), backend=world.kind)
+    other = dt.DeviceMesh((1, world.size), backend=world.kind)
+    xp = dt.array_api.namespace(mesh)
+    x, x2 = xp.asarray(np.arange(5.0)), xp.asarray(np.ones((3, 2)))
+    elsewhere = dt.array_api.namespace(other).asarray(np.arange(5.0))
+    entries = [
+        (lambda: dt.array_api.namespace(mesh, "shard_middle"), ShardingError,
+         "default must be one of ('shard_first', 'shard_last', 'replicate') or a function shape -> placements, "
+         "got 'shard_middle'"),
+        (lambda: dt.array_api.namespace((2,)), TypeError, "namespace needs a DeviceMesh, got tuple"),
+        (lambda: xp.zeros(3, device=Sharding(other, [R, R])), ShardingError, "is on another mesh than this namespace's"),
+        (lambda: xp.zeros(3, device="cpu"), TypeError,
+         "expected a device of a dtensor_np array (a DeviceMesh or a dt.Sharding), got 'cpu'"),
+        (lambda: xp.ones((2, -1)), ValueError, "negative dimensions are not allowed, got shape (2, -1)"),
+        (lambda: xp.zeros(2.0), TypeError, "shape must be an int or a sequence of ints, got 2.0"),
+        (lambda: xp.asarray([1, 2], copy=False), ValueError,
+         "asarray(copy=False): a list must be copied to become a distributed array"),
+        (lambda: xp.asarray(x, dtype=xp.float32, copy=False), ValueError,
+         "asarray(copy=False): making a float32 of the array needs a copy"),
+        (lambda: xp.asarray(elsewhere), ShardingError, "asarray: the array is on"),
+        (lambda: xp.astype(x, xp.int8, copy=None), TypeError, "astype: copy must be a bool, got None"),
+        (lambda: xp.from_dlpack(np.ones(2), copy=False), BufferError, "from_dlpack(copy=False): host data must be copied"),
+        (lambda: xp.isdtype(x, "integral"), TypeError, ""),
+        (lambda: xp.cumulative_sum(x2), ValueError, "cumulative_sum: axis must be given for an array of 2 dims"),
+        (lambda: xp.matrix_transpose(x), ValueError, "x.mT needs at least 2 dims, got a 1-d array"),
+        (lambda: xp.diff(x, n=-1), ValueError, "order must be non-negative but got -1"),
+        (lambda: xp.diff(xp.asarray(1.0)), ValueError, "diff requires input that is at least one dimensional"),
+        (lambda: xp.__array_namespace_info__().dtypes(device=other), ShardingError, "is not this namespace's mesh"),
+        (lambda: x.__array_namespace__(api_version="2019.01"), ValueError, "dtensor_np implements the Array API 2024.12"),
+        (lambda: xp.sort(x), ShardingError, "no sharding rule for numpy.sort"),
+    ]
+    if world.size > 1:
+        entries.append((lambda: np.from_dlpack(x), BufferError,
+                        f"a DTensor over {world.size} ranks cannot be exported through DLPack"))
+    for i, (call, error, fragment) in enumerate(entries):
+        with dt.comm_counter() as c:
+            checks.raises(f"entry {i} ({fragment[:40]})", call, error, fragment)
+        checks.expect(c.total == 0, f"entry {i} ({fragment[:40]}) communicated: {c.counts}")
+    checks.finish()

@@ -13,8 +13,8 @@ otherwise (a pending sum becomes replicated: the new values are whole).
 ``asarray(obj, copy=...)`` follows the standard with values that are never
 written in place: ``copy=True`` gives a new handle (on the same shards, which
 nothing can change), ``copy=None`` or ``False`` give a DTensor of this
-namespace itself, so ``x[i] = v`` afterwards shows through both names, as a
-view would.  Anything that must be converted (a cast, a move to other
+namespace itself (``x[i] = v`` afterwards shows through both names, as a view
+would), and a DTensor of another namespace as a new handle of this one.  Anything that must be converted (a cast, a move to other
 placements, host data put on the mesh) is a copy, which ``copy=False``
 refuses with ``ValueError``.  ``from_dlpack`` takes DTensors too (as
 ``asarray``), since a distributed array cannot be exported through DLPack.
@@ -44,6 +44,7 @@ import numpy as np
 from ..devices import Sharding
 from ..dtensor import DTensor
 from ..errors import ShardingError
+from ..int_tuple import as_ints, is_integer
 from ..placements import Partial, Replicate
 from ..runtime import backend_for
 from ..spec import DTensorSpec, TensorMeta
@@ -54,10 +55,8 @@ Block = Callable[[tuple[int, ...], tuple[int, ...]], Any]  # (shape, offset) -> 
 
 
 def normalize_shape(shape: Any) -> tuple[int, ...]:
-    """An Array API shape (an int or a tuple of ints) as a tuple; NumPy's errors for anything else."""
-    if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
-        shape = (shape,)
-    dims = tuple(operator.index(s) for s in shape)
+    """An Array API shape (an int or a sequence of ints) as a tuple; ``TypeError``/``ValueError`` otherwise."""
+    dims = as_ints((shape,) if is_integer(shape) else shape, "shape", "an int or a sequence of ints")
     if any(d < 0 for d in dims):
         raise ValueError(f"negative dimensions are not allowed, got shape {dims}")
     return dims

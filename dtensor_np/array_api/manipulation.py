@@ -4,8 +4,8 @@ Most are NumPy's functions of the same name (``concat``, ``permute_dims``,
 ``moveaxis``, ``reshape``, ``squeeze``, ``stack``, ``flip``, ``roll``,
 ``repeat``, ``tile``, ``broadcast_to``); their sharding rules keep a dim's
 shards where they can and move only what changes owner.  Wrappers give the
-standard's forms: ``broadcast_arrays`` returns a list, ``concat(axis=None)``
-joins the flattened arrays, and
+standard's forms: ``broadcast_arrays`` is a list of ``broadcast_to`` results,
+``concat(axis=None)`` joins the flattened arrays, and
 ``unstack`` is the arrays ``x[..., i, ...]`` along ``axis`` (each one index,
 taken from the ranks that hold it).  ``reshape(copy=False)`` is taken like
 ``copy=None``: values are never written in place, so sharing cannot be seen.
@@ -30,8 +30,9 @@ __all__ = ["FUNCTIONS", "broadcast_arrays", "concat", "reshape", "unstack"]
 
 
 def broadcast_arrays(*arrays: DTensor) -> list[DTensor]:
-    """``numpy.broadcast_arrays`` as a list."""
-    return list(np.broadcast_arrays(*arrays))
+    """Each array broadcast to their common shape (``numpy.broadcast_to`` of each, as NumPy does), as a list."""
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    return [a if a.shape == shape else np.broadcast_to(a, shape) for a in arrays]
 
 
 def concat(arrays: Sequence[DTensor], /, *, axis: Optional[int] = 0) -> DTensor:
