@@ -27,7 +27,7 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from collectives.dtypes import dtype_code, dtype_name
 
-from .arrays import check_array
+from .arrays import array_library, check_array
 from .devices import Sharding
 from .dispatch import dispatch, dispatch_ufunc, run_rule
 from .errors import ShardingError
@@ -194,6 +194,34 @@ class DTensor(NDArrayOperatorsMixin):
             return self._namespace
         (make,) = _NAMESPACE_FACTORY
         return make(self.mesh)
+
+    def __dlpack_device__(self) -> tuple[Any, int]:
+        """The DLPack device of this process's shards (``(kDLCPU, 0)`` for NumPy, the GPU for CuPy)."""
+        return next(iter(self._shards.values())).__dlpack_device__()
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Optional[bool] = None) -> Any:
+        """DLPack export, possible only when one rank holds the whole array (a mesh of one rank).
+
+        A distributed array cannot be exported whole (no DLPack tensor spans
+        processes): ``BufferError``; use ``x.full_tensor()`` or ``x.to_local()``.
+        The export is a copy (the value is immutable and an importer may write
+        to what it gets), except with ``copy=False``: the shard's buffer marked
+        read-only (NumPy shards), which needs ``max_version >= (1, 0)``.
+        """
+        if self.mesh.size() != 1:
+            raise BufferError(
+                f"a DTensor over {self.mesh.size()} ranks cannot be exported through DLPack (a DLPack tensor lives in "
+                "one process); export x.full_tensor() (the whole array) or x.to_local() (this rank's shard)"
+            )
+        shard = next(iter(self._shards.values()))
+        if copy is False:
+            if array_library(shard) != "numpy":
+                raise BufferError("DLPack export with copy=False needs a read-only buffer; CuPy arrays have none")
+            shard = shard.view()
+            shard.flags.writeable = False
+        return shard.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device,
+                                copy=copy is not False)
 
     @property
     def mT(self) -> "DTensor":
@@ -485,7 +513,8 @@ def distribute_tensor(
                 blocks[r] = (offset, shape)
             shards = backend.call("scatter_blocks", mine, world, check=False, root=src_data_rank, blocks=blocks)
     else:
-        shards = {rank: array[replicated.local_index(rank)].copy(order="C") for rank in backend.ranks}
+        # `...` keeps a 0-d block an array (array[()] would be a NumPy scalar)
+        shards = {rank: array[replicated.local_index(rank) + (...,)].copy(order="C") for rank in backend.ranks}
     if replicated == spec:
         return DTensor(shards, spec)
     return DTensor(redistribute_shards(shards, replicated, spec), spec)

@@ -1,5 +1,16 @@
 """``ArrayNamespace``: the Array API functions over one mesh, and where new arrays are placed.
 
+The namespace is built from tables, one module per group of the standard
+(:mod:`.creation`, :mod:`.elementwise`, :mod:`.statistics`,
+:mod:`.manipulation`, :mod:`.searching_sorting`, :mod:`.set_functions`,
+:mod:`.indexing_functions`, :mod:`.utility`, :mod:`.linalg`, :mod:`.fft`,
+:mod:`.dtypes`, :mod:`.info`).  A table maps a standard name to a function
+of arrays (often NumPy's own function of that name: the call dispatches
+through ``__array_function__``/``__array_ufunc__`` and the op's sharding rule
+decides the communication); the namespace wraps each one so that its results
+are arrays of this namespace (:meth:`ArrayNamespace.adopt`).  Creation
+functions take the namespace first and are bound to it.
+
 Example:
     >>> import dtensor_np as dt
     >>> xp = namespace(dt.DeviceMesh((2,)), "replicate")
@@ -7,12 +18,18 @@ Example:
     (Replicate(),)
     >>> xp.zeros((4, 2), device=dt.Sharding(xp.mesh, [dt.Shard(1)])).placements
     (Shard(dim=1),)
+    >>> y = xp.add(xp.ones(3), 1)
+    >>> y.__array_namespace__() is xp, xp.float32, xp.linalg.vector_norm.__name__
+    (True, dtype('float32'), 'vector_norm')
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from functools import lru_cache
-from typing import Any, Callable, Optional, Sequence, Union
+from types import MethodType
+from typing import Any, Callable, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -21,11 +38,41 @@ from ..dtensor import DTensor, distribute_tensor, register_namespace_factory
 from ..errors import ShardingError
 from ..mesh import DeviceMesh
 from ..placements import Placement, Replicate, Shard
+from . import creation, dtypes, elementwise, fft, indexing_functions, linalg, manipulation, searching_sorting
+from . import set_functions, statistics, utility
+from .info import ArrayNamespaceInfo
 
-__all__ = ["ArrayNamespace", "POLICIES", "namespace"]
+__all__ = ["ArrayNamespace", "Extension", "CONSTANTS", "POLICIES", "namespace"]
 
 Policy = Union[str, Callable[[tuple[int, ...]], Sequence[Placement]]]
 POLICIES = ("shard_first", "shard_last", "replicate")
+
+CONSTANTS: dict[str, Any] = {"e": math.e, "inf": math.inf, "nan": math.nan, "newaxis": None, "pi": math.pi}
+
+_TABLES = (
+    creation.FUNCTIONS,
+    dtypes.FUNCTIONS,
+    elementwise.FUNCTIONS,
+    indexing_functions.FUNCTIONS,
+    linalg.FUNCTIONS,
+    manipulation.FUNCTIONS,
+    searching_sorting.FUNCTIONS,
+    set_functions.FUNCTIONS,
+    statistics.FUNCTIONS,
+    utility.FUNCTIONS,
+)
+
+
+class Extension:
+    """An extension's sub-namespace (``xp.linalg``, ``xp.fft``): its functions as attributes."""
+
+    def __init__(self, name: str, functions: Mapping[str, Callable[..., Any]]) -> None:
+        self.__name__ = name
+        for key, f in functions.items():
+            setattr(self, key, f)
+
+    def __repr__(self) -> str:
+        return f"<{self.__name__}>"
 
 
 class ArrayNamespace:
@@ -41,10 +88,29 @@ class ArrayNamespace:
         self.mesh = mesh
         self.default = default
         self.__name__ = "dtensor_np.array_api"
+        self._info = ArrayNamespaceInfo(mesh)
+        for values in (dtypes.DTYPES, CONSTANTS):
+            for name, value in values.items():
+                setattr(self, name, value)
+        for table in _TABLES:
+            for name, f in table.items():
+                setattr(self, name, self._adopting(name, f))
+        for name, f in creation.NAMESPACE_FUNCTIONS.items():
+            setattr(self, name, MethodType(f, self))
+        self.linalg = Extension(f"{self.__name__}.linalg",
+                                {name: self._adopting(name, f) for name, f in linalg.LINALG.items()})
+        self.fft = Extension(f"{self.__name__}.fft", {
+            **{name: self._adopting(name, f) for name, f in fft.FUNCTIONS.items()},
+            **{name: MethodType(f, self) for name, f in fft.NAMESPACE_FUNCTIONS.items()},
+        })
 
     def __repr__(self) -> str:
         policy = self.default if isinstance(self.default, str) else getattr(self.default, "__name__", "a function")
         return f"<dtensor_np.array_api namespace on {self.mesh!r}, default {policy}>"
+
+    def __array_namespace_info__(self) -> ArrayNamespaceInfo:
+        """The inspection object: capabilities, the device (the mesh), the dtypes (see :mod:`.info`)."""
+        return self._info
 
     # -- placing new arrays -----------------------------------------------------------------
     def placements_for(self, shape: tuple[int, ...], device: Any = None) -> tuple[Placement, ...]:
@@ -58,7 +124,7 @@ class ArrayNamespace:
         ndim = self.mesh.ndim
         policy = self.default
         if callable(policy):
-            return tuple(policy(tuple(shape)))
+            return Sharding(self.mesh, tuple(policy(tuple(shape)))).placements
         if policy == "replicate" or not shape:
             return (Replicate(),) * ndim
         return (Shard(0 if policy == "shard_first" else len(shape) - 1),) * ndim
@@ -69,40 +135,35 @@ class ArrayNamespace:
         x = distribute_tensor(array, self.mesh, self.placements_for(array.shape, device), src_data_rank=None)
         return DTensor(x.shards, x.spec, namespace=self)
 
-    # -- creation ------------------------------------------------------------------------------
-    def asarray(self, obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Optional[bool] = None) -> DTensor:
-        """``obj`` as an array of this namespace: a DTensor (redistributed to ``device``'s placements if given) as it is,
-        anything else as the same full array on every rank, of which each rank keeps its block."""
-        if isinstance(obj, DTensor):
-            out = obj if dtype is None or obj.dtype == np.dtype(dtype) else obj.astype(dtype)
-            if isinstance(device, Sharding) and out.placements != device.placements:
-                out = out.to_device(device)
-            return DTensor(out.shards, out.spec, namespace=self)
-        return self.place(np.asarray(obj, dtype=dtype), device)
+    # -- results ------------------------------------------------------------------------------
+    def adopt(self, value: Any) -> Any:
+        """A function's result as arrays of this namespace.
 
-    def zeros(self, shape: Any, *, dtype: Any = None, device: Any = None) -> DTensor:
-        """An array of zeros (each rank allocates its block only)."""
-        return self._filled(shape, 0, dtype, device)
+        DTensors get this namespace (a new handle on the same shards), NumPy
+        arrays (from calls without a DTensor) are placed like ``asarray``'s,
+        tuples (named ones too) and lists are adopted item by item; anything
+        else is returned as it is.
+        """
+        if isinstance(value, DTensor):
+            return value if value.namespace is self else DTensor(value.shards, value.spec, namespace=self)
+        if isinstance(value, (np.ndarray, np.generic)):
+            return self.place(value)
+        if isinstance(value, tuple):
+            items = [self.adopt(v) for v in value]
+            return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+        if isinstance(value, list):
+            return [self.adopt(v) for v in value]
+        return value
 
-    def ones(self, shape: Any, *, dtype: Any = None, device: Any = None) -> DTensor:
-        """An array of ones (each rank allocates its block only)."""
-        return self._filled(shape, 1, dtype, device)
+    def _adopting(self, name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+        """``func`` under the standard's ``name``, its results adopted (its signature and docs kept)."""
 
-    def _filled(self, shape: Any, value: Any, dtype: Any, device: Any) -> DTensor:
-        shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
-        dtype = np.dtype(float if dtype is None else dtype)
-        placements = self.placements_for(shape, device)
-        from ..spec import DTensorSpec, TensorMeta
+        @functools.wraps(func)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self.adopt(func(*args, **kwargs))
 
-        spec = DTensorSpec(self.mesh, placements, TensorMeta(shape, dtype))
-        shards = {r: np.full(spec.local_shape_of_rank(r), value, dtype) for r in _ranks(self.mesh)}
-        return DTensor(shards, spec, namespace=self)
-
-
-def _ranks(mesh: DeviceMesh) -> tuple[int, ...]:
-    from ..runtime import backend_for
-
-    return backend_for(mesh).ranks
+        call.__name__ = call.__qualname__ = name
+        return call
 
 
 def namespace(mesh: DeviceMesh, default: Policy = "shard_first") -> ArrayNamespace:

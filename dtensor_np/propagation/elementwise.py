@@ -1,4 +1,5 @@
-"""Rules for elementwise ops: every NumPy ufunc, ``where``, ``clip``, ``astype`` and ``zeros_like`` & co.
+"""Rules for elementwise ops: every NumPy ufunc, ``where``, ``clip``, ``real``/``imag``/``round``, ``astype`` and
+``zeros_like`` & co.
 
 Broadcasting follows :func:`pointwise_rule`.  Pending sums (``Partial``) flow
 through linear ops: ``add``, ``subtract``, ``negative`` and ``positive`` when
@@ -159,6 +160,25 @@ def _clip_operands(args: tuple, kwargs: dict) -> list[Any]:
 
 register(np.where)(_three_operand_rule(np.where, _where_operands))
 register(np.clip)(_three_operand_rule(np.clip, _clip_operands))
+
+
+def _one_array_rule(fn: Callable[..., Any]) -> OpRule:
+    """The rule of a NumPy function elementwise in its one array argument, the others static (``real``, ``round``)."""
+
+    def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+        if not args or not is_sharded(args[0]) or any(is_sharded(a) for a in (*args[1:], *kwargs.values())):
+            raise ShardingError(f"numpy.{fn.__name__} on DTensors takes the DTensor first and static arguments after it")
+        return (args[0],), (freeze(args[1:]), freeze(kwargs))
+
+    def decide(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
+        rest, kw = key
+        return elementwise_decision(specs, lambda rank, a: fn(a, *rest, **dict(kw)))
+
+    return OpRule(fn.__name__, bind, decide)
+
+
+for _fn in (np.real, np.imag, np.round):
+    register(_fn)(_one_array_rule(_fn))
 
 
 def _bind_astype(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
