@@ -19,9 +19,12 @@ bytes over bandwidth, computed from the global shape and dtype), and merges
 collectives of one kind over several mesh dims into one collective over the
 combined group (``[S(0), S(0)] -> [R, R]`` is one all_gather over all ranks).
 The search never uses more collectives than the greedy plan
-(:func:`plan_greedy`, kept for comparison); it lives in
-:mod:`dtensor_np.plan_search`.  Plans are cached on the specs
-(pure values), never on a rank.
+(:func:`plan_greedy`, kept for comparison) and never costs more than it; it
+is the A* of :mod:`dtensor_np.plan_search` (its docstring: the algorithm, its
+complexity and budget), exact up to 3 mesh dims of size > 1 and wherever it
+finishes within its budget, else the best plan it found (``explain`` says
+which).  :func:`plan_exhaustive` is the old exhaustive search, the oracle of
+the tests.  Plans are cached on the specs (pure values), never on a rank.
 
 Example:
     >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
@@ -48,10 +51,12 @@ from .mesh import DeviceMesh
 from .placements import Partial, Placement, Replicate, Shard, placements_str
 from .plan_search import (
     CostModel,
+    PlanTuple,
     exhaustive_path,
     freeze_order,
     greedy_path,
     path_cost,
+    search_path,
     search_state,
     step_cost,
 )
@@ -171,17 +176,21 @@ def plan_redistribute(src_spec: DTensorSpec, dst_spec: DTensorSpec, cost_model: 
 
 @lru_cache(maxsize=4096)
 def _plan_cached(src: DTensorSpec, dst: DTensorSpec, model: CostModel) -> tuple[Step, ...]:
-    bound = greedy_collectives(src, dst) if _greedy_applies(src, dst) else None
-    path = exhaustive_path(search_state(src), search_state(dst), src.mesh.shape, src.ndim, _nbytes(src), model, bound)
-    if path is None:  # pragma: no cover - every legal pair has a path through Replicate
-        raise ShardingError(f"no redistribute plan from {src} to {dst}")
-    return _materialize(path, src, dst)
+    start, goal = search_state(src), search_state(dst)
+    mesh_shape = src.mesh.shape
+    bound = greedy = None
+    if _greedy_applies(src, dst):
+        bound = greedy_collectives(src, dst)
+        greedy = greedy_path(start, goal, mesh_shape, plan_greedy(src, dst))
+    result = search_path(start, goal, mesh_shape, src.ndim, _nbytes(src), model, bound, greedy)
+    return PlanTuple(_materialize(result.path, src, dst), result.method)
 
 
 def plan_exhaustive(src_spec: DTensorSpec, dst_spec: DTensorSpec, cost_model: Optional[CostModel] = None) -> tuple[Step, ...]:
     """The plan of the exhaustive search (Dijkstra over every state), uncached: the oracle of the tests.
 
-    Its time grows exponentially with the number of mesh dims.
+    Its cost equals :func:`plan_redistribute`'s wherever that search is exact;
+    its time grows exponentially with the number of mesh dims.
 
     Example:
         >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
@@ -196,7 +205,7 @@ def plan_exhaustive(src_spec: DTensorSpec, dst_spec: DTensorSpec, cost_model: Op
                            cost_model or CostModel(), bound)
     if path is None:  # pragma: no cover - every legal pair has a path through Replicate
         raise ShardingError(f"no redistribute plan from {src} to {dst}")
-    return _materialize(path, src, dst)
+    return PlanTuple(_materialize(path, src, dst), "exact")
 
 
 def plan_cost(plan: tuple[Step, ...], src_spec: DTensorSpec, cost_model: Optional[CostModel] = None) -> float:
@@ -265,7 +274,9 @@ def explain(plan: tuple[Step, ...], src_spec: DTensorSpec) -> str:
     """The chain of states a plan walks through, e.g. ``S(0)R->RR->RS(1)``.
 
     A state whose shard order is not the default (outer mesh dim first) shows
-    its order, e.g. ``S(0)S(0)[order 0:[1, 0]]``.
+    its order, e.g. ``S(0)S(0)[order 0:[1, 0]]``.  A plan the search did not
+    prove cheapest ends in `` [approximate search]`` (the best of its
+    restricted move families) or `` [greedy fallback]`` (the greedy plan).
     """
     texts = [str(src_spec)]
     for step in plan:
@@ -278,7 +289,11 @@ def explain(plan: tuple[Step, ...], src_spec: DTensorSpec) -> str:
         if step.shard_order != default:
             text += "[order " + ",".join(f"{d}:{list(ms)}" for d, ms in step.shard_order) + "]"
         texts.append(text)
-    return "->".join(texts)
+    return "->".join(texts) + _METHOD_NOTES.get(getattr(plan, "method", "exact"), "")
+
+
+# what explain() adds for a plan that is not known to be the cheapest
+_METHOD_NOTES = {"approximate": " [approximate search]", "greedy": " [greedy fallback]"}
 
 
 # --------------------------------------------------------------------------
