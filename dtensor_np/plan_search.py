@@ -74,6 +74,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import time
 from dataclasses import dataclass
 from typing import Iterator, Optional, Sequence
 
@@ -260,17 +261,23 @@ def path_cost(path: Sequence[Move], start: SearchState, nbytes: int, mesh_shape:
 # --------------------------------------------------------------------------
 def exhaustive_path(
     start: SearchState, goal: SearchState, mesh_shape: tuple[int, ...], ndim: int, nbytes: int,
-    model: CostModel, bound: Optional[int],
+    model: CostModel, bound: Optional[int], time_limit_s: Optional[float] = None,
 ) -> Optional[tuple[Move, ...]]:
     """The cheapest path with at most ``bound`` collectives: Dijkstra over (state, collectives used).
 
     Exponential in the number of mesh dims; kept as the oracle the faster
-    search is tested against.  None when no path exists.
+    search is tested against.  None when no path exists.  ``time_limit_s``
+    (for benchmarks) raises ``TimeoutError`` once the search has run that long.
     """
     tie = itertools.count()
     frontier: list = [(0.0, 0, next(tie), start, 0, ())]
     best: dict[tuple[SearchState, int], float] = {(start, 0): 0.0}
+    deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
+    pops = 0
     while frontier:
+        pops += 1
+        if deadline is not None and pops % 256 == 0 and time.perf_counter() > deadline:
+            raise TimeoutError(f"the exhaustive search ran past {time_limit_s} s")
         cost, used, _, state, _, path = heapq.heappop(frontier)
         if state == goal:
             return path

@@ -186,11 +186,14 @@ def _plan_cached(src: DTensorSpec, dst: DTensorSpec, model: CostModel) -> tuple[
     return PlanTuple(_materialize(result.path, src, dst), result.method)
 
 
-def plan_exhaustive(src_spec: DTensorSpec, dst_spec: DTensorSpec, cost_model: Optional[CostModel] = None) -> tuple[Step, ...]:
+def plan_exhaustive(
+    src_spec: DTensorSpec, dst_spec: DTensorSpec, cost_model: Optional[CostModel] = None, time_limit_s: Optional[float] = None
+) -> tuple[Step, ...]:
     """The plan of the exhaustive search (Dijkstra over every state), uncached: the oracle of the tests.
 
     Its cost equals :func:`plan_redistribute`'s wherever that search is exact;
-    its time grows exponentially with the number of mesh dims.
+    its time grows exponentially with the number of mesh dims
+    (``time_limit_s``: raise ``TimeoutError`` past it).
 
     Example:
         >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
@@ -202,7 +205,7 @@ def plan_exhaustive(src_spec: DTensorSpec, dst_spec: DTensorSpec, cost_model: Op
     src, dst = src_spec, _to_dst_meta(src_spec, dst_spec)
     bound = greedy_collectives(src, dst) if _greedy_applies(src, dst) else None
     path = exhaustive_path(search_state(src), search_state(dst), src.mesh.shape, src.ndim, _nbytes(src),
-                           cost_model or CostModel(), bound)
+                           cost_model or CostModel(), bound, time_limit_s)
     if path is None:  # pragma: no cover - every legal pair has a path through Replicate
         raise ShardingError(f"no redistribute plan from {src} to {dst}")
     return PlanTuple(_materialize(path, src, dst), "exact")

@@ -9,7 +9,11 @@ where the search says it is exact).  Timings belong to benchmarks/planner.py.
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -235,3 +239,22 @@ def test_the_search_beats_greedy_on_six_mesh_dims():
     plan = dt.plan_redistribute(src, dst)
     check_plan(src, dst, plan)
     assert plan_cost(plan, src) < greedy_cost(src, dst)
+
+
+def test_the_planner_benchmark_runs(tmp_path):
+    """benchmarks/planner.py end to end on two tiny meshes (no timing is checked)."""
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "planner.py"), "--pairs", "3", "--reps", "1", "--cap", "5",
+         "--meshes", "2,2;2,1,2", "--json", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=root,
+    )
+    assert done.returncode == 0, done.stderr
+    table = [line for line in done.stdout.splitlines() if line.startswith("| 2")]
+    assert [line.split(" | ")[0] for line in table] == ["| 2x2", "| 2x1x2"]
+    results = json.loads(out.read_text())
+    for result in results:
+        for row in result["rows"]:
+            assert row["method"] == "exact" and math.isclose(row["after_cost"], row["before_cost"], rel_tol=1e-9)
+            assert row["after_cost"] <= row["greedy_cost"] * (1 + 1e-9)
