@@ -601,8 +601,11 @@ _EFFECT = {
 }
 
 
-def _astar(pb: _Problem, family: int, budget: float, upper: float) -> _Outcome:
+def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = False) -> _Outcome:
     """A* from ``pb.start`` to ``pb.goal`` under the collective cap, pruning every path of cost >= ``upper``.
+
+    With ``ties``, paths of cost ``upper`` (to a relative 1e-9) are kept: the
+    search then picks among equally cheap paths as it would alone.
 
     ``budget`` counts the moves looked at: once they reach it, the search stops before the next
     expansion, incomplete.
@@ -621,7 +624,8 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float) -> _Outcome:
     best: dict[tuple[_IState, int], float] = {(start, 0): 0.0}
     fewest: dict[_IState, int] = {}  # the fewest collectives of any expanded visit of a state
     work = 0
-    limit = upper - 1e-9 * max(upper, 1.0) if upper != math.inf else math.inf
+    slack = 1e-9 * max(upper, 1.0)
+    limit = math.inf if upper == math.inf else upper + slack if ties else upper - slack
     inf = math.inf
     push = heapq.heappush
     pop = heapq.heappop
@@ -767,7 +771,9 @@ def search_path(
         work += out.work
         if out.imoves is not None:
             best_path, best_cost, method = pb.external(out.imoves), out.cost, "approximate"
-    exact = _astar(pb, FULL, max(0, total - work), best_cost)
+    # ties: among plans as cheap as the best so far, the full search's own pick (most often the
+    # exhaustive search's too)
+    exact = _astar(pb, FULL, max(0, total - work), best_cost, ties=True)
     work += exact.work
     if exact.imoves is not None:
         return SearchResult(pb.external(exact.imoves), exact.cost, "exact", work)
