@@ -320,7 +320,7 @@ class _Problem:
         self.nbytes = nbytes
         self.model = model
         self.bound = bound
-        self.ext_start, self.ext_goal = start, goal
+        self.ext_start = start
         self.live = tuple(m for m, p in enumerate(start[0]) if p is not None)
         self.op: dict[int, Partial] = {}
         for m in self.live:
@@ -342,6 +342,7 @@ class _Problem:
         self.start_shards = self._shards(self.start[0])
         # tensor dims empty in the target: interchangeable while empty (only the first is pushed onto)
         self.spare = tuple(d for d in range(ndim) if not self.goal_stacks[d])
+        self.all_dims = tuple(range(ndim))
         self._info: dict[tuple, tuple] = {}
         self._stack_info: list[dict[tuple, tuple]] = [{} for _ in range(ndim)]
         self._h: dict[_IState, tuple[float, int]] = {}
@@ -443,7 +444,8 @@ class _Problem:
             red = self._reduce[reduce] = (self.product(reduce), len({self.op[m] for m in self.live if reduce >> m & 1}))
         n_coll = dirty + red[1]
         unsharded = ~smask & ~pmask
-        pushes = self.product(self.goal_shard_mask & unsharded)
+        mask = self.goal_shard_mask & unsharded
+        pushes = self._product.get(mask) or self.product(mask)
         # In reduced costs (the potential takes the bytes of every all_gather), a push of a k-way
         # mesh dim costs (1 - 1/k) X, a reduction 2 (1 - 1/k) X, an all_to_all (1 - 1/k) X.  The
         # cheapest order: the pushes (of every unsharded mesh dim the target shards, and perhaps of
@@ -452,7 +454,8 @@ class _Problem:
         slope = 1 - (2 - moving) / red[0]
         after = self.nbytes / shards / pushes
         if slope > 0:
-            after /= self.product(self.spare_mask & unsharded)
+            mask = self.spare_mask & unsharded
+            after /= self._product.get(mask) or self.product(mask)
         # and all of them at the least local size any state has (N / F_all), in the same order
         least = (pushes * red[0] + red[0] - 2 + moving) * self.least_local - self.nbytes / shards
         h = (self.goal_local + max(after * slope, least)) * self.inv_bw + self.latency * n_coll
@@ -467,12 +470,14 @@ class _Problem:
         settled_len, smask, _, _, _ = self.info(stacks)
         goal_stacks = self.goal_stacks
         # the tensor dims a mesh dim may be pushed onto (the first of the empty spare ones only)
-        targets = [e for e in range(ndim) if stacks[e] or e not in self.spare]
-        for e in self.spare:
-            if not stacks[e]:
-                targets.append(e)
-                break
-        targets.sort()
+        targets = self.all_dims
+        if self.spare:
+            targets = [e for e in targets if stacks[e] or e not in self.spare]
+            for e in self.spare:
+                if not stacks[e]:
+                    targets.append(e)
+                    break
+            targets.sort()
         # the mesh dim the target has next on each settled stack
         ready = {}
         for e in range(ndim):
@@ -589,9 +594,6 @@ class _Outcome:
     cost: float
     complete: bool  # the search ran to its end within the budget
     work: int
-
-
-_GROWS = frozenset(("chunk", "reduce_scatter"))
 
 
 # kind -> (counts as a collective, how it changes the number of shards: -1 divides, 1 multiplies)
@@ -721,10 +723,10 @@ class PlanTuple(tuple):
 class SearchResult:
     """A path and how it was found.
 
-    ``method`` is ``"exact"`` (A* over every state finished: no cheaper path
-    exists), ``"restricted"`` (the A* ran out of its budget; the path is the
-    cheapest of the restricted family, see the module docstring) or
-    ``"greedy"`` (likewise, and the greedy plan was cheaper than that).
+    ``method`` is ``"exact"`` (the full search finished: no cheaper path
+    exists), ``"approximate"`` (it ran out of its budget; the path is the
+    cheapest of the restricted families, see the module docstring) or
+    ``"greedy"`` (likewise, and none of those beat the greedy plan).
     ``work`` counts the moves the searches looked at.
     """
 
