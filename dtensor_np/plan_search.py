@@ -24,6 +24,12 @@ best path found so far (the first: the greedy plan itself, replayed as moves):
   moved or gathered later.
 * ``FULL``: every move of the graph.  Finishing it proves the path optimal.
 
+Before ``PARKING``, ``LANDING`` also runs from two other starts
+(``PRECHUNKED``): every Replicate mesh dim that cannot land yet chunked first
+onto an empty spare tensor dim, or onto the last tensor dim with a split to
+undo (gathered with it later): a cheap way to the plans that shrink the array
+before their collectives.
+
 Every family leaves out two kinds of move that no cheapest path needs: undoing
 a split the target keeps under the same outer splits (a settled prefix of a
 tensor dim: popping it only grows the array and pushes it back), and pushing
@@ -42,9 +48,9 @@ one) first, the reductions next, the all_to_alls last; also priced at the
 least local size any state has.  The count of collectives also prunes every
 path that cannot end within the cap.
 
-Budget.  The searches count the moves they look at: ``LANDING`` and
-``PARKING`` stop at :data:`STAGES`' numbers, ``FULL`` at what is left of
-:data:`BUDGET`; with at most :data:`EXACT_DIMS` mesh dims of size > 1 there is
+Budget.  The searches count the moves they look at: ``LANDING``,
+``PRECHUNKED`` and ``PARKING`` stop at :data:`STAGES`' numbers, ``FULL`` at
+what is left of :data:`BUDGET`; with at most :data:`EXACT_DIMS` mesh dims of size > 1 there is
 no limit (the whole graph is small: at most ~450 moves measured on 30,000
 random pairs).  The count is deterministic, so every rank plans the same
 steps.  A step is O(ndim + mesh dims) Python work (~2 us), so a search is
@@ -307,7 +313,7 @@ _IState = tuple[tuple[tuple[int, ...], ...], int]
 _IMove = tuple[str, tuple[int, ...], int]
 
 # The move families of the search (see the module docstring).
-FULL, LANDING, PARKING = 0, 1, 2
+FULL, LANDING, PARKING, PRECHUNKED = 0, 1, 2, 3
 
 
 class _Problem:
@@ -462,6 +468,15 @@ class _Problem:
         got = self._h[state] = (h, n_coll)
         return got
 
+    def ready(self, stacks: tuple[tuple[int, ...], ...], settled_len: tuple[int, ...]) -> dict[int, int]:
+        """For every tensor dim split as the target splits it so far: the mesh dim the target splits it by next."""
+        ready = {}
+        for e, s in enumerate(stacks):
+            n = len(s)
+            if settled_len[e] == n and n < len(self.goal_stacks[e]):
+                ready[e] = self.goal_stacks[e][n]
+        return ready
+
     def successors(self, state: _IState, family: int) -> Iterator[tuple[str, tuple[int, ...], int, int, _IState]]:
         """The moves out of ``state`` in a family: (kind, mesh dims, tensor dim landed on or -1, group size, next state)."""
         stacks, pmask = state
@@ -478,12 +493,7 @@ class _Problem:
                     targets.append(e)
                     break
             targets.sort()
-        # the mesh dim the target has next on each settled stack
-        ready = {}
-        for e in range(ndim):
-            n = len(stacks[e])
-            if settled_len[e] == n and n < len(goal_stacks[e]):
-                ready[e] = goal_stacks[e][n]
+        ready = self.ready(stacks, settled_len)
         # where a mesh dim may go other than its target slot: anywhere (FULL), nowhere
         # (LANDING), or for a reduce_scatter only (PARKING)
         parks = targets if family == FULL else ()
@@ -565,6 +575,26 @@ class _Problem:
             for e in targets:
                 yield "reduce_scatter", perm, e, k, (stacks[:e] + (stacks[e] + perm,) + stacks[e + 1:], rest)
 
+    def prechunked(self) -> list:
+        """Starts with every Replicate mesh dim not due in a target slot chunked onto one tensor dim:
+        an empty spare one, or the last one with an unsettled top (gathered with it later)."""
+        stacks0, pmask = self.start
+        settled_len, smask, *_ = self.info(stacks0)
+        due = set(self.ready(stacks0, settled_len).values())
+        free = [m for m in self.live if not (smask | pmask) >> m & 1 and m not in due]
+        places = [e for e in self.spare if not stacks0[e]][:1] + [e for e in range(self.ndim) if len(stacks0[e]) > settled_len[e]][-1:]
+        nodes = []
+        for e in places if free else ():
+            stacks, shards, g, links = stacks0, self.start_shards, 0.0, None
+            for m in free:
+                g += self.step_cost("chunk", self.mesh_shape[m], self.nbytes / shards)
+                shards *= self.mesh_shape[m]
+                stacks = stacks[:e] + (stacks[e] + (m,),) + stacks[e + 1:]
+                links = (links, ("chunk", (m,), e))
+            h, _ = self.heuristic((stacks, pmask), shards)
+            nodes.append((g + h, -1, g, (stacks, pmask), 0, shards, links))
+        return nodes
+
     def external(self, imoves: Sequence[_IMove]) -> tuple[Move, ...]:
         """Internal moves as a path of :data:`Move` (the states the exhaustive search names)."""
         path = []
@@ -603,7 +633,7 @@ _EFFECT = {
 }
 
 
-def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = False) -> _Outcome:
+def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = False, node: Optional[tuple] = None) -> _Outcome:
     """A* from ``pb.start`` to ``pb.goal`` under the collective cap, pruning every path of cost >= ``upper``.
 
     With ``ties``, paths of cost ``upper`` (to a relative 1e-9) are kept: the
@@ -619,11 +649,13 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
     heuristic = pb.heuristic
     successors = pb.successors
     step = pb.step_cost
-    f0, _ = heuristic(start, pb.start_shards)
     tie = itertools.count()
     # (f, tie, g, state, collectives used, shards, path as (parent, move) links)
-    heap: list = [(f0, next(tie), 0.0, start, 0, pb.start_shards, None)]
-    best: dict[tuple[_IState, int], float] = {(start, 0): 0.0}
+    if node is None:
+        f0, _ = heuristic(start, pb.start_shards)
+        node = (f0, next(tie), 0.0, start, 0, pb.start_shards, None)
+    heap: list = [node]
+    best: dict[tuple[_IState, int], float] = {(node[3], node[4]): node[2]}
     fewest: dict[_IState, int] = {}  # the fewest collectives of any expanded visit of a state
     work = 0
     slack = 1e-9 * max(upper, 1.0)
@@ -736,10 +768,11 @@ class SearchResult:
     work: int
 
 
-# The searches tried in turn (move family, most moves it may look at), then the
-# exact one with what is left of BUDGET; counted in moves looked at, so every
-# rank plans the same steps.  See the module docstring for how they were chosen.
-STAGES = ((LANDING, 150), (PARKING, 250))
+# The searches tried in turn (move family, most moves each may look at; PRECHUNKED
+# runs LANDING from each of its starts), then the full one with what is left of
+# BUDGET; counted in moves looked at, so every rank plans the same steps.  See
+# the module docstring for how they were chosen.
+STAGES = ((LANDING, 150), (PRECHUNKED, 50), (PARKING, 200))
 BUDGET = 400
 EXACT_DIMS = 3
 
@@ -769,10 +802,12 @@ def search_path(
         best_path, best_cost = greedy, path_cost(greedy, start, nbytes, mesh_shape, model)
     work = 0
     for family, most in STAGES:
-        out = _astar(pb, family, most, best_cost)
-        work += out.work
-        if out.imoves is not None:
-            best_path, best_cost, method = pb.external(out.imoves), out.cost, "approximate"
+        starts = pb.prechunked() if family == PRECHUNKED else [None]
+        for node in starts:
+            out = _astar(pb, LANDING if family == PRECHUNKED else family, most, best_cost, node=node)
+            work += out.work
+            if out.imoves is not None:
+                best_path, best_cost, method = pb.external(out.imoves), out.cost, "approximate"
     # ties: among plans as cheap as the best so far, the full search's own pick (most often the
     # exhaustive search's too)
     exact = _astar(pb, FULL, max(0, total - work), best_cost, ties=True)
