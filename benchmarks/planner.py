@@ -17,7 +17,13 @@ from {S(0), S(1), S(2), R} on every mesh dim, the same pairs for both sides.
   ``after = before``: pairs where after costs the same as before (of the
   pairs before finished), and the largest after/before.
 
-Run: ``python benchmarks/planner.py [--pairs 30] [--cap 10] [--json OUT.json]``
+``--mixed N`` adds N pairs over everything the planner takes (meshes of 1 to
+6 dims with sizes 1 to 4, arrays of 1 to 4 dims with uneven sides, Partial of
+every reduce op, shard orders other than the default): after's time and
+method by number of mesh dims of size > 1, and cost over greedy's where the
+shard orders are the default (greedy ignores orders).
+
+Run: ``python benchmarks/planner.py [--pairs 30] [--cap 10] [--mixed 300] [--json OUT.json]``
 (single process, no MPI).  ``--meshes "2,2;2,2,2"`` picks meshes,
 ``--no-before`` skips the exhaustive side.
 """
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import random
@@ -41,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import dtensor_np as dt  # noqa: E402
 from dtensor_np import DeviceMesh, DTensorSpec, Partial, Replicate, Shard, TensorMeta  # noqa: E402
 from dtensor_np import planner  # noqa: E402
+from dtensor_np.placements import REDUCE_OPS  # noqa: E402
 
 MESHES = ((2, 2), (2, 2, 2), (2, 2, 2, 2), (4, 4, 4, 4), (2, 2, 2, 2, 2), (8, 8, 4, 2, 2), (2, 2, 2, 2, 2, 2))
 SOURCES = (Shard(0), Shard(1), Shard(2), Replicate(), Partial("sum"))
@@ -58,6 +66,67 @@ def pairs(mesh_shape: tuple[int, ...], n: int, seed: int) -> list[tuple[DTensorS
         dst = tuple(rng.choice(TARGETS) for _ in mesh_shape)
         out.append((DTensorSpec(mesh, src, META), DTensorSpec(mesh, dst, META)))
     return out
+
+
+def mixed_pairs(n: int, seed: int) -> list[tuple[DTensorSpec, DTensorSpec]]:
+    """``n`` random pairs over everything the planner takes: meshes of 1 to 6 dims (sizes 1 to 4, at
+    most 4096 ranks), arrays of 1 to 4 dims with uneven sides, Partial of every reduce op (a new
+    Partial only from Replicate), shard orders other than the default."""
+    rng = random.Random(f"mixed:{seed}")
+    out = []
+    while len(out) < n:
+        mesh_shape = tuple(rng.choice((1, 2, 2, 3, 4)) for _ in range(rng.randint(1, 6)))
+        if math.prod(mesh_shape) > 4096:
+            continue
+        shape = tuple(rng.randint(1, 64) for _ in range(rng.randint(1, 4)))
+        ops = [Partial(rng.choice(REDUCE_OPS)) for _ in mesh_shape]
+        src = tuple(rng.choice([Shard(d) for d in range(len(shape))] + [Replicate(), ops[m]]) for m in range(len(mesh_shape)))
+        dst = tuple(
+            rng.choice([Shard(d) for d in range(len(shape))] + [Replicate()] + ([ops[m]] if src[m] in (Replicate(), ops[m]) else []))
+            for m in range(len(mesh_shape))
+        )
+        mesh, meta = DeviceMesh(mesh_shape), TensorMeta(shape, "float32")
+        out.append((DTensorSpec(mesh, src, meta, shuffled(src, rng)), DTensorSpec(mesh, dst, meta, shuffled(dst, rng))))
+    return out
+
+
+def shuffled(placements: tuple, rng: random.Random) -> Any:
+    """A random shard order for ``placements`` (half the time the default: None)."""
+    if rng.random() < 0.5:
+        return None
+    by_dim: dict[int, list[int]] = {}
+    for m, p in enumerate(placements):
+        if isinstance(p, Shard):
+            by_dim.setdefault(p.dim, []).append(m)
+    return tuple((d, tuple(rng.sample(ms, len(ms)))) for d, ms in sorted(by_dim.items()))
+
+
+def run_mixed(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    for src, dst in mixed_pairs(args.mixed, args.seed):
+        after_ms, after = time_after(src, dst, args.reps)
+        default = src.shard_order == DTensorSpec(src.mesh, src.placements).shard_order and (
+            dst.shard_order == DTensorSpec(dst.mesh, dst.placements).shard_order
+        )
+        greedy = planner.greedy_cost(src, dst) if default else None
+        rows.append({
+            "mesh": list(src.mesh.shape), "live": sum(size > 1 for size in src.mesh.shape), "src": str(src),
+            "dst": str(dst), "after_ms": after_ms, "method": after.method,
+            "cost_over_greedy": None if greedy is None else ratio(planner.plan_cost(after, src), greedy),
+        })
+    return rows
+
+
+def mixed_table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| mesh dims of size > 1 | pairs | after ms median / max | after exact/approx/greedy | "
+             "after cost/greedy min / median / max (default orders) |", "|---|---|---|---|---|"]
+    for live in sorted({r["live"] for r in rows}):
+        group = [r for r in rows if r["live"] == live]
+        methods = [sum(r["method"] == m for r in group) for m in ("exact", "approximate", "greedy")]
+        ratios = [r["cost_over_greedy"] for r in group if r["cost_over_greedy"] is not None]
+        lines.append(f"| {live} | {len(group)} | {times([r['after_ms'] for r in group], 0)} | "
+                     f"{'/'.join(map(str, methods))} | {spread(ratios)} |")
+    return "\n".join(lines)
 
 
 def time_after(src: DTensorSpec, dst: DTensorSpec, reps: int) -> tuple[float, Any]:
@@ -162,6 +231,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--reps", type=int, default=5, help="uncached runs per pair (the fastest counts)")
     parser.add_argument("--meshes", default=";".join(",".join(map(str, m)) for m in MESHES))
     parser.add_argument("--no-before", action="store_true", help="skip the exhaustive search")
+    parser.add_argument("--mixed", type=int, default=0, metavar="N",
+                        help="also N pairs over every placement kind, array rank, reduce op and shard order")
     parser.add_argument("--json", help="write every pair's numbers here")
     args = parser.parse_args(argv)
     meshes = [tuple(int(x) for x in m.split(",")) for m in args.meshes.split(";") if m]
@@ -175,9 +246,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(header(not args.no_before))
     for result in results:
         print(summary(result, not args.no_before))
+    mixed = run_mixed(args) if args.mixed else []
+    if mixed:
+        print()
+        print(mixed_table(mixed))
     print(f"# load average {os.getloadavg()[0]:.2f} at the end")
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
+        Path(args.json).write_text(json.dumps({"meshes": results, "mixed": mixed}, indent=1))
     return 0
 
 

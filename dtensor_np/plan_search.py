@@ -639,8 +639,7 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
     With ``ties``, paths of cost ``upper`` (to a relative 1e-9) are kept: the
     search then picks among equally cheap paths as it would alone.
 
-    ``budget`` counts the moves looked at: once they reach it, the search stops before the next
-    expansion, incomplete.
+    ``budget`` counts the moves looked at: past it the search stops, incomplete.
     """
     goal = pb.goal
     bound = pb.bound if pb.bound is not None else math.inf
@@ -684,6 +683,8 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
         local = nbytes / shards
         for kind, dims, e, k, nxt in successors(state, family):
             work += 1
+            if work > budget:  # mid-expansion too: one state may have thousands of moves
+                return _Outcome(None, upper, False, work)
             coll, grow = _EFFECT[kind]
             n_used = used + coll
             c = g + step(kind, k, local)

@@ -255,14 +255,17 @@ def test_the_planner_benchmark_runs(tmp_path):
     out = tmp_path / "rows.json"
     done = subprocess.run(
         [sys.executable, str(root / "benchmarks" / "planner.py"), "--pairs", "3", "--reps", "1", "--cap", "5",
-         "--meshes", "2,2;2,1,2", "--json", str(out)],
+         "--meshes", "2,2;2,1,2", "--mixed", "10", "--json", str(out)],
         capture_output=True, text=True, timeout=120, cwd=root,
     )
     assert done.returncode == 0, done.stderr
-    table = [line for line in done.stdout.splitlines() if line.startswith("| 2")]
+    table = [line for line in done.stdout.splitlines() if line.startswith("| 2x")]
     assert [line.split(" | ")[0] for line in table] == ["| 2x2", "| 2x1x2"]
     results = json.loads(out.read_text())
-    for result in results:
+    for result in results["meshes"]:
         for row in result["rows"]:
             assert row["method"] == "exact" and math.isclose(row["after_cost"], row["before_cost"], rel_tol=1e-9)
             assert row["after_cost"] <= row["greedy_cost"] * (1 + 1e-9)
+    assert len(results["mixed"]) == 10
+    assert all(r["cost_over_greedy"] is None or r["cost_over_greedy"] <= 1 + 1e-9 for r in results["mixed"])
+    assert "| mesh dims of size > 1 |" in done.stdout
