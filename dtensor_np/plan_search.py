@@ -53,9 +53,10 @@ Budget.  The searches count the moves they look at: ``LANDING``,
 what is left of :data:`BUDGET`; with at most :data:`EXACT_DIMS` mesh dims of size > 1 there is
 no limit (the whole graph is small: at most ~450 moves measured on 30,000
 random pairs).  The count is deterministic, so every rank plans the same
-steps.  A step is O(ndim + mesh dims) Python work (~2 us), so a search is
-O(BUDGET (ndim + mesh dims)): ~0.2 ms on 2-3 mesh dims, ~1 ms at most on 4 to
-6 (benchmarks/planner.py).  Worst case without the budget: the number of
+steps.  A move is O(ndim + mesh dims) Python work (~2.5 us on a 2-core VM),
+so a search is O(BUDGET (ndim + mesh dims)): measured 0.1 to 0.2 ms median on
+2 and 3 mesh dims, 0.7 to 0.9 ms median and 1.04 ms at most on 4 to 6
+(benchmarks/README.md).  Worst case without the budget: the number of
 states, exponential in the mesh dims, as the exhaustive search.
 
 Guarantees.  Never more collectives than greedy (the cap) and never more cost
@@ -773,8 +774,8 @@ class SearchResult:
 # runs LANDING from each of its starts), then the full one with what is left of
 # BUDGET; counted in moves looked at, so every rank plans the same steps.  See
 # the module docstring for how they were chosen.
-STAGES = ((LANDING, 150), (PRECHUNKED, 50), (PARKING, 200))
-BUDGET = 400
+STAGES = ((LANDING, 120), (PRECHUNKED, 40), (PARKING, 100))
+BUDGET = 300
 EXACT_DIMS = 3
 
 
