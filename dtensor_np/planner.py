@@ -19,8 +19,12 @@ bytes over bandwidth, computed from the global shape and dtype), and merges
 collectives of one kind over several mesh dims into one collective over the
 combined group (``[S(0), S(0)] -> [R, R]`` is one all_gather over all ranks).
 The search never uses more collectives than the greedy plan
-(:func:`plan_greedy`, kept for comparison).  Plans are cached on the specs
-(pure values), never on a rank.
+(:func:`plan_greedy`, kept for comparison) and never costs more than it; it
+is the A* of :mod:`dtensor_np.plan_search` (its docstring: the algorithm, its
+complexity and budget), exact up to 3 mesh dims of size > 1 and wherever it
+finishes within its budget, else the best plan it found (``explain`` says
+which).  :func:`plan_exhaustive` is the old exhaustive search, the oracle of
+the tests.  Plans are cached on the specs (pure values), never on a rank.
 
 Example:
     >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
@@ -37,11 +41,9 @@ Example:
 
 from __future__ import annotations
 
-import heapq
-import itertools
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Optional, Union
 
 from collectives import Groups, group_layout
 from collectives.ops import KINDS, OPS
@@ -49,12 +51,26 @@ from collectives.ops import KINDS, OPS
 from .errors import ShardingError
 from .int_tuple import product
 from .placements import Partial, Placement, Replicate, Shard
+from .plan_search import (
+    CostModel,
+    PlanTuple,
+    exhaustive_path,
+    freeze_order,
+    greedy_path,
+    path_cost,
+    search_path,
+    search_state,
+    step_cost,
+)
 from .spec import DTensorSpec, ShardOrder, default_shard_order
 
 __all__ = [
     "Step",
     "plan_redistribute",
     "plan_greedy",
+    "plan_exhaustive",
+    "plan_cost",
+    "greedy_cost",
     "explain",
     "count_collectives",
     "greedy_collectives",
@@ -116,141 +132,10 @@ class Step:
         return f"{self.kind} {self.src}->{self.dst} on {where}"
 
 
-@dataclass(frozen=True, slots=True)
-class CostModel:
-    """Cost of a step in microseconds: ``latency_us`` per collective plus bytes over bandwidth.
-
-    Example:
-        >>> CostModel().collective(1024, bytes_moved=2**20) > CostModel().collective(1024, 0)
-        True
-    """
-
-    latency_us: float = 5.0
-    bytes_per_us: float = 5000.0
-    local_bytes_per_us: float = 20000.0
-
-    def collective(self, group_size: int, bytes_moved: float) -> float:
-        return self.latency_us + bytes_moved / self.bytes_per_us
-
-    def local(self, bytes_touched: float) -> float:
-        return bytes_touched / self.local_bytes_per_us
-
-
 # --------------------------------------------------------------------------
-# states
+# the search (dtensor_np.plan_search)
 # --------------------------------------------------------------------------
-# A search state: placements on the non-trivial mesh dims (size-1 dims hold
-# None) and the shard order restricted to those dims.
-_State = tuple[tuple[Optional[Placement], ...], ShardOrder]
-
-
-def _orders(order: ShardOrder) -> dict[int, tuple[int, ...]]:
-    return dict(order)
-
-
-def _freeze(orders: dict[int, tuple[int, ...]]) -> ShardOrder:
-    return tuple(sorted((d, ms) for d, ms in orders.items() if ms))
-
-
-def _search_state(spec: DTensorSpec) -> _State:
-    trivial = {m for m, size in enumerate(spec.mesh.shape) if size == 1}
-    placements = tuple(None if m in trivial else p for m, p in enumerate(spec.placements))
-    orders = {d: tuple(m for m in ms if m not in trivial) for d, ms in spec.shard_order}  # type: ignore[union-attr]
-    return placements, _freeze(orders)
-
-
-def _num_shards(state: _State, mesh_shape: tuple[int, ...]) -> int:
-    n = 1
-    for m, p in enumerate(state[0]):
-        if isinstance(p, Shard):
-            n *= mesh_shape[m]
-    return n
-
-
-def _with(placements: tuple, updates: dict[int, Placement]) -> tuple:
-    return tuple(updates.get(m, p) for m, p in enumerate(placements))
-
-
-def _moves(state: _State, goal: _State, mesh_shape: tuple[int, ...], ndim: int) -> Iterator[tuple[str, tuple[int, ...], Placement, Placement, _State]]:
-    """Every step out of ``state``: (kind, mesh dims, src, dst, next state)."""
-    placements, order = state
-    orders = _orders(order)
-    goal_placements = goal[0]
-    live = [m for m, p in enumerate(placements) if p is not None]
-
-    # Single mesh dim steps.
-    for m in live:
-        p = placements[m]
-        target = goal_placements[m]
-        if isinstance(p, Shard):
-            d = p.dim
-            if orders.get(d, ())[-1:] != (m,):
-                continue  # only the innermost split of a dim can be undone
-            rest = dict(orders)
-            rest[d] = orders[d][:-1]
-            yield "all_gather", (m,), p, _R, (_with(placements, {m: _R}), _freeze(rest))
-            for e in range(ndim):
-                if e == d:
-                    continue
-                moved = dict(rest)
-                moved[e] = moved.get(e, ()) + (m,)
-                yield "all_to_all", (m,), p, Shard(e), (_with(placements, {m: Shard(e)}), _freeze(moved))
-        elif isinstance(p, Replicate):
-            for e in range(ndim):
-                moved = dict(orders)
-                moved[e] = moved.get(e, ()) + (m,)
-                yield "chunk", (m,), p, Shard(e), (_with(placements, {m: Shard(e)}), _freeze(moved))
-            if isinstance(target, Partial):
-                yield "partition", (m,), p, target, (_with(placements, {m: target}), order)
-        elif isinstance(p, Partial):
-            if p == target:
-                continue  # a pending reduction the target keeps
-            yield "all_reduce", (m,), p, _R, (_with(placements, {m: _R}), order)
-            for e in range(ndim):
-                moved = dict(orders)
-                moved[e] = moved.get(e, ()) + (m,)
-                yield "reduce_scatter", (m,), p, Shard(e), (_with(placements, {m: Shard(e)}), _freeze(moved))
-
-    # Merged collectives over several mesh dims at once.
-    for d, ms in orders.items():
-        for k in range(2, len(ms) + 1):
-            suffix = ms[-k:]
-            rest = dict(orders)
-            rest[d] = ms[:-k]
-            yield "all_gather", suffix, Shard(d), _R, (_with(placements, {m: _R for m in suffix}), _freeze(rest))
-    partials: dict[Placement, list[int]] = {}
-    for m in live:
-        p = placements[m]
-        if isinstance(p, Partial) and p != goal_placements[m]:
-            partials.setdefault(p, []).append(m)
-    for p, dims in partials.items():
-        for k in range(2, len(dims) + 1):
-            for subset in itertools.combinations(dims, k):
-                yield "all_reduce", subset, p, _R, (_with(placements, {m: _R for m in subset}), order)
-                for perm in itertools.permutations(subset):
-                    for e in range(ndim):
-                        moved = dict(orders)
-                        moved[e] = moved.get(e, ()) + perm
-                        yield "reduce_scatter", perm, p, Shard(e), (
-                            _with(placements, {m: Shard(e) for m in perm}),
-                            _freeze(moved),
-                        )
-
-
-def _step_cost(kind: str, dims: tuple[int, ...], state: _State, nbytes: int, mesh_shape: tuple[int, ...], model: CostModel) -> float:
-    local = nbytes / _num_shards(state, mesh_shape)
-    k = 1
-    for m in dims:
-        k *= mesh_shape[m]
-    if kind == "all_gather":
-        return model.collective(k, (k - 1) * local)
-    if kind == "all_reduce":
-        return model.collective(k, 2 * (k - 1) / k * local)
-    if kind in ("reduce_scatter", "all_to_all"):
-        return model.collective(k, (k - 1) / k * local)
-    if kind == "chunk":
-        return model.local(local / k)
-    return model.local(local)
+_freeze = freeze_order
 
 
 def _validate(src: DTensorSpec, dst: DTensorSpec) -> None:
@@ -304,37 +189,83 @@ def plan_redistribute(src_spec: DTensorSpec, dst_spec: DTensorSpec, cost_model: 
 
 @lru_cache(maxsize=4096)
 def _plan_cached(src: DTensorSpec, dst: DTensorSpec, model: CostModel) -> tuple[Step, ...]:
-    start, goal = _search_state(src), _search_state(dst)
+    start, goal = search_state(src), search_state(dst)
     mesh_shape = src.mesh.shape
-    ndim = src.tensor_meta.ndim  # type: ignore[union-attr]
-    nbytes = max(1, product(src.tensor_meta.shape)) * src.tensor_meta.dtype.itemsize  # type: ignore[union-attr]
-    bound = greedy_collectives(src, dst) if _greedy_applies(src, dst) else None
+    bound = greedy = None
+    if _greedy_applies(src, dst):
+        bound = greedy_collectives(src, dst)
+        greedy = greedy_path(start, goal, mesh_shape, plan_greedy(src, dst))
+    result = search_path(start, goal, mesh_shape, src.ndim, _nbytes(src), model, bound, greedy)
+    return PlanTuple(_materialize(result.path, src, dst), result.method)
 
-    # Dijkstra over (state, collectives used), capped by the greedy count.
-    tie = itertools.count()
-    frontier: list = [(0.0, 0, next(tie), start, 0, ())]
-    best: dict[tuple[_State, int], float] = {(start, 0): 0.0}
-    path: tuple = ()
-    found = False
-    while frontier:
-        cost, used, _, state, _, path = heapq.heappop(frontier)
-        if state == goal:
-            found = True
-            break
-        if best.get((state, used), float("inf")) < cost:
-            continue
-        for kind, dims, a, b, nxt in _moves(state, goal, mesh_shape, ndim):
-            n_used = used + (kind in COLLECTIVE_KINDS)
-            if bound is not None and n_used > bound:
-                continue
-            c = cost + _step_cost(kind, dims, state, nbytes, mesh_shape, model)
-            key = (nxt, n_used)
-            if c < best.get(key, float("inf")):
-                best[key] = c
-                heapq.heappush(frontier, (c, n_used, next(tie), nxt, 0, path + ((kind, dims, a, b, nxt),)))
-    if not found:  # pragma: no cover - every legal pair has a path through Replicate
+
+def plan_exhaustive(
+    src_spec: DTensorSpec, dst_spec: DTensorSpec, cost_model: Optional[CostModel] = None, time_limit_s: Optional[float] = None
+) -> tuple[Step, ...]:
+    """The plan of the exhaustive search (Dijkstra over every state), uncached: the oracle of the tests.
+
+    Its cost equals :func:`plan_redistribute`'s wherever that search is exact;
+    its time grows exponentially with the number of mesh dims
+    (``time_limit_s``: raise ``TimeoutError`` past it).
+
+    Example:
+        >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
+        >>> src = DTensorSpec(DeviceMesh((2, 2)), (Shard(0), Shard(0)), TensorMeta((8,), "f4"))
+        >>> [str(s) for s in plan_exhaustive(src, src.with_placements((Replicate(), Replicate())))]
+        ['all_gather S(0)->R on mesh dims (0, 1)']
+    """
+    _validate(src_spec, dst_spec)
+    src, dst = src_spec, _to_dst_meta(src_spec, dst_spec)
+    bound = greedy_collectives(src, dst) if _greedy_applies(src, dst) else None
+    path = exhaustive_path(search_state(src), search_state(dst), src.mesh.shape, src.ndim, _nbytes(src),
+                           cost_model or CostModel(), bound, time_limit_s)
+    if path is None:  # pragma: no cover - every legal pair has a path through Replicate
         raise ShardingError(f"no redistribute plan from {src} to {dst}")
-    return _materialize(path, src, dst)
+    return PlanTuple(_materialize(path, src, dst), "exact")
+
+
+def plan_cost(plan: tuple[Step, ...], src_spec: DTensorSpec, cost_model: Optional[CostModel] = None) -> float:
+    """The cost of a plan from ``src_spec`` under ``cost_model``, its steps' costs added in order.
+
+    Example:
+        >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
+        >>> src = DTensorSpec(DeviceMesh((2,)), (Shard(0),), TensorMeta((1000,), "f4"))
+        >>> plan_cost(plan_redistribute(src, src.with_placements((Replicate(),))), src)  # 5 us + 2000 B / 5000 B/us
+        5.4
+    """
+    model = cost_model or CostModel()
+    nbytes, mesh_shape = _nbytes(src_spec), src_spec.mesh.shape
+    placements, cost = src_spec.placements, 0.0
+    for step in plan:
+        cost = cost + step_cost(step.kind, step.mesh_dims, (placements, ()), nbytes, mesh_shape, model)
+        placements = step.placements
+    return cost
+
+
+def greedy_cost(src_spec: DTensorSpec, dst_spec: DTensorSpec, cost_model: Optional[CostModel] = None) -> float:
+    """The cost of :func:`plan_greedy`'s plan under ``cost_model``: its steps replayed as the step kinds of the search.
+
+    A greedy step on one mesh dim is the search's step of the same
+    transition (``S->R`` all_gather, ``S->S`` all_to_all, ``P->R``
+    all_reduce, ``P->S`` reduce_scatter, ``R->S`` chunk, ``R->P`` partition);
+    steps on size-1 mesh dims cost nothing.
+
+    Example:
+        >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
+        >>> src = DTensorSpec(DeviceMesh((2, 2)), (Shard(0), Shard(0)), TensorMeta((8, 8), "f4"))
+        >>> dst = src.with_placements((Replicate(), Replicate()))
+        >>> greedy_cost(src, dst) > plan_cost(plan_redistribute(src, dst), src)  # two all_gathers, not one
+        True
+    """
+    _validate(src_spec, dst_spec)
+    model = cost_model or CostModel()
+    mesh_shape = src_spec.mesh.shape
+    path = greedy_path(search_state(src_spec), None, mesh_shape, plan_greedy(src_spec, dst_spec))
+    return path_cost(path, search_state(src_spec), _nbytes(src_spec), mesh_shape, model)  # type: ignore[arg-type]
+
+
+def _nbytes(spec: DTensorSpec) -> int:
+    return max(1, product(spec.shape)) * spec.dtype.itemsize
 
 
 def _materialize(path: tuple, src: DTensorSpec, dst: DTensorSpec) -> tuple[Step, ...]:
@@ -363,9 +294,16 @@ def explain(plan: tuple[Step, ...], src_spec: DTensorSpec) -> str:
     """The chain of states a plan walks through, e.g. ``S(0)R->RR->RS(1)``.
 
     A state whose shard order is not the default (outer mesh dim first) shows
-    its order, e.g. ``S(0)S(0)[order 0:[1, 0]]``.
+    its order, e.g. ``S(0)S(0)[order 0:[1, 0]]``.  A plan the search did not
+    prove cheapest ends in `` [approximate search]`` (the best of its
+    restricted move families) or `` [greedy fallback]`` (the greedy plan).
     """
-    return "->".join([str(src_spec)] + [str(step.after) for step in plan])
+    text = "->".join([str(src_spec)] + [str(step.after) for step in plan])
+    return text + _METHOD_NOTES.get(getattr(plan, "method", "exact"), "")
+
+
+# what explain() adds for a plan that is not known to be the cheapest
+_METHOD_NOTES = {"approximate": " [approximate search]", "greedy": " [greedy fallback]"}
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,820 @@
+"""The redistribute planner's search: the cheapest path over (placements, shard order) states.
+
+The graph.  A state is the placements on the mesh dims of size > 1 plus the
+shard order; a move is one step of the table in :mod:`dtensor_np.planner`
+(all_gather, all_to_all, all_reduce, reduce_scatter, chunk, partition, merged
+collectives over several mesh dims).  A step costs latency plus bytes over
+bandwidth (:class:`CostModel`), its bytes a multiple of the local size
+``X = N / F`` (``N`` the array's bytes, ``F`` the number of shards).  A path
+may use at most as many collectives as PyTorch's greedy plan (the *cap*).
+:func:`exhaustive_path` is Dijkstra over every (state, collectives used): the
+oracle, exponential in the number of mesh dims (seconds on 6 of them).
+
+The search (:func:`search_path`) is A* over the same graph, in three move
+families tried in turn, every one under the cap and pruned at the cost of the
+best path found so far (the first: the greedy plan itself, replayed as moves):
+
+* ``LANDING``: every move puts mesh dims where the target has them (a
+  reduce_scatter or all_to_all or chunk into the next slot of a tensor dim
+  whose outer splits already match the target), or undoes a split (all_gather,
+  merged too) or reduces (all_reduce of all of one reduce op's pending mesh
+  dims at once, or of those the target replicates).
+* ``PARKING``: ``LANDING`` plus reduce_scatter onto any tensor dim (in mesh dim
+  order or its reverse): a reduction that shrinks the array early and is
+  moved or gathered later.
+* ``FULL``: every move of the graph.  Finishing it proves the path optimal.
+
+Before ``PARKING``, ``LANDING`` also runs from two other starts
+(``PRECHUNKED``): every Replicate mesh dim that cannot land yet chunked first
+onto an empty spare tensor dim, or onto the last tensor dim with a split to
+undo (gathered with it later): a cheap way to the plans that shrink the array
+before their collectives.
+
+Every family leaves out two kinds of move that no cheapest path needs: undoing
+a split the target keeps under the same outer splits (a settled prefix of a
+tensor dim: popping it only grows the array and pushes it back), and pushing
+onto the second of two tensor dims that are empty now and in the target (the
+two are interchangeable).
+
+The lower bound (consistent, so A* expands each state once per count of
+collectives).  With the potential ``-X / bandwidth``, an all_gather costs only
+its latency and a push that splits a k-way mesh dim costs ``(1 - 1/k) X``
+(chunk), a reduction ``2 (1 - 1/k) X`` (reduce_scatter, all_reduce), an
+all_to_all ``(1 - 1/k) X``.  The bound is the potential plus the latency of
+one collective for each tensor dim with a split to undo and each reduce op
+pending, plus those bytes in their cheapest order: the pushes of every
+unsharded mesh dim the target shards (and, when that helps, of every spare
+one) first, the reductions next, the all_to_alls last; also priced at the
+least local size any state has.  The count of collectives also prunes every
+path that cannot end within the cap.
+
+Budget.  The searches count the moves they look at: ``LANDING``,
+``PRECHUNKED`` and ``PARKING`` stop at :data:`STAGES`' numbers, ``FULL`` at
+what is left of :data:`BUDGET`; with at most :data:`EXACT_DIMS` mesh dims of size > 1 there is
+no limit (the whole graph is small: at most ~450 moves measured on 30,000
+random pairs).  The count is deterministic, so every rank plans the same
+steps.  A move is O(ndim + mesh dims) Python work (~2.5 us on a 2-core VM),
+so a search is O(BUDGET (ndim + mesh dims)): measured 0.1 to 0.2 ms median on
+2 and 3 mesh dims, 0.7 to 0.9 ms median and 1.04 ms at most on 4 to 6
+(benchmarks/README.md).  Worst case without the budget: the number of
+states, exponential in the mesh dims, as the exhaustive search.
+
+Guarantees.  Never more collectives than greedy (the cap) and never more cost
+than the greedy plan (it is the first incumbent: with default shard orders
+its steps always form a path of the graph, tested); the cost of
+:func:`exhaustive_path` whenever ``FULL`` finishes (``method == "exact"``;
+always up to :data:`EXACT_DIMS` mesh dims of size > 1).  Otherwise the path is
+the cheapest of the families that finished (``"approximate"``) or the greedy
+plan (``"greedy"``); ``dtensor_np.explain`` says so.
+
+Example:
+    >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
+    >>> src = DTensorSpec(DeviceMesh((2, 2)), (Shard(0), Shard(0)), TensorMeta((8, 8), "f4"))
+    >>> dst = src.with_placements((Replicate(), Replicate()))
+    >>> result = search_path(search_state(src), search_state(dst), (2, 2), 2, 256, CostModel(), 2)
+    >>> [(kind, dims) for kind, dims, *_ in result.path], result.method
+    ([('all_gather', (0, 1))], 'exact')
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from dataclasses import dataclass
+from typing import Iterator, Optional, Sequence
+
+from .placements import Partial, Placement, Replicate, Shard
+from .spec import DTensorSpec, ShardOrder
+
+__all__ = [
+    "CostModel",
+    "SearchState",
+    "Move",
+    "SearchResult",
+    "PlanTuple",
+    "COLLECTIVES",
+    "freeze_order",
+    "search_state",
+    "moves",
+    "step_cost",
+    "path_cost",
+    "exhaustive_path",
+    "greedy_path",
+    "search_path",
+]
+
+COLLECTIVES = frozenset(("all_gather", "all_reduce", "reduce_scatter", "all_to_all"))
+
+_R = Replicate()
+
+
+@dataclass(frozen=True, slots=True)
+class CostModel:
+    """Cost of a step in microseconds: ``latency_us`` per collective plus bytes over bandwidth.
+
+    Example:
+        >>> CostModel().collective(1024, bytes_moved=2**20) > CostModel().collective(1024, 0)
+        True
+    """
+
+    latency_us: float = 5.0
+    bytes_per_us: float = 5000.0
+    local_bytes_per_us: float = 20000.0
+
+    def collective(self, group_size: int, bytes_moved: float) -> float:
+        return self.latency_us + bytes_moved / self.bytes_per_us
+
+    def local(self, bytes_touched: float) -> float:
+        return bytes_touched / self.local_bytes_per_us
+
+
+# --------------------------------------------------------------------------
+# states and moves: the graph both searches walk
+# --------------------------------------------------------------------------
+# A search state: placements on the non-trivial mesh dims (size-1 dims hold
+# None) and the shard order restricted to those dims.
+SearchState = tuple[tuple[Optional[Placement], ...], ShardOrder]
+# One step of a path: (kind, mesh dims, src placement, dst placement, state after).
+Move = tuple[str, tuple[int, ...], Placement, Placement, SearchState]
+
+
+def freeze_order(orders: dict[int, tuple[int, ...]]) -> ShardOrder:
+    """A shard order from ``{tensor dim: mesh dims}``, sorted, without empty entries."""
+    return tuple(sorted((d, ms) for d, ms in orders.items() if ms))
+
+
+def search_state(spec: DTensorSpec) -> SearchState:
+    """The search state of a spec: size-1 mesh dims left out (they never split anything)."""
+    trivial = {m for m, size in enumerate(spec.mesh.shape) if size == 1}
+    placements = tuple(None if m in trivial else p for m, p in enumerate(spec.placements))
+    orders = {d: tuple(m for m in ms if m not in trivial) for d, ms in spec.shard_order}  # type: ignore[union-attr]
+    return placements, freeze_order(orders)
+
+
+def _num_shards(state: SearchState, mesh_shape: tuple[int, ...]) -> int:
+    n = 1
+    for m, p in enumerate(state[0]):
+        if isinstance(p, Shard):
+            n *= mesh_shape[m]
+    return n
+
+
+def _with(placements: tuple, updates: dict[int, Placement]) -> tuple:
+    return tuple(updates.get(m, p) for m, p in enumerate(placements))
+
+
+def moves(state: SearchState, goal: SearchState, mesh_shape: tuple[int, ...], ndim: int) -> Iterator[Move]:
+    """Every step out of ``state``: (kind, mesh dims, src, dst, next state)."""
+    placements, order = state
+    orders = dict(order)
+    goal_placements = goal[0]
+    live = [m for m, p in enumerate(placements) if p is not None]
+
+    # Single mesh dim steps.
+    for m in live:
+        p = placements[m]
+        target = goal_placements[m]
+        if isinstance(p, Shard):
+            d = p.dim
+            if orders.get(d, ())[-1:] != (m,):
+                continue  # only the innermost split of a dim can be undone
+            rest = dict(orders)
+            rest[d] = orders[d][:-1]
+            yield "all_gather", (m,), p, _R, (_with(placements, {m: _R}), freeze_order(rest))
+            for e in range(ndim):
+                if e == d:
+                    continue
+                moved = dict(rest)
+                moved[e] = moved.get(e, ()) + (m,)
+                yield "all_to_all", (m,), p, Shard(e), (_with(placements, {m: Shard(e)}), freeze_order(moved))
+        elif isinstance(p, Replicate):
+            for e in range(ndim):
+                moved = dict(orders)
+                moved[e] = moved.get(e, ()) + (m,)
+                yield "chunk", (m,), p, Shard(e), (_with(placements, {m: Shard(e)}), freeze_order(moved))
+            if isinstance(target, Partial):
+                yield "partition", (m,), p, target, (_with(placements, {m: target}), order)
+        elif isinstance(p, Partial):
+            if p == target:
+                continue  # a pending reduction the target keeps
+            yield "all_reduce", (m,), p, _R, (_with(placements, {m: _R}), order)
+            for e in range(ndim):
+                moved = dict(orders)
+                moved[e] = moved.get(e, ()) + (m,)
+                yield "reduce_scatter", (m,), p, Shard(e), (_with(placements, {m: Shard(e)}), freeze_order(moved))
+
+    # Merged collectives over several mesh dims at once.
+    for d, ms in orders.items():
+        for k in range(2, len(ms) + 1):
+            suffix = ms[-k:]
+            rest = dict(orders)
+            rest[d] = ms[:-k]
+            yield "all_gather", suffix, Shard(d), _R, (_with(placements, {m: _R for m in suffix}), freeze_order(rest))
+    partials: dict[Placement, list[int]] = {}
+    for m in live:
+        p = placements[m]
+        if isinstance(p, Partial) and p != goal_placements[m]:
+            partials.setdefault(p, []).append(m)
+    for p, dims in partials.items():
+        for k in range(2, len(dims) + 1):
+            for subset in itertools.combinations(dims, k):
+                yield "all_reduce", subset, p, _R, (_with(placements, {m: _R for m in subset}), order)
+                for perm in itertools.permutations(subset):
+                    for e in range(ndim):
+                        moved = dict(orders)
+                        moved[e] = moved.get(e, ()) + perm
+                        yield "reduce_scatter", perm, p, Shard(e), (
+                            _with(placements, {m: Shard(e) for m in perm}),
+                            freeze_order(moved),
+                        )
+
+
+def _kind_cost(kind: str, k: int, local: float, model: CostModel) -> float:
+    """The cost of a step of ``kind`` over a group of ``k`` ranks on local blocks of ``local`` bytes."""
+    if kind == "all_gather":
+        return model.collective(k, (k - 1) * local)
+    if kind == "all_reduce":
+        return model.collective(k, 2 * (k - 1) / k * local)
+    if kind in ("reduce_scatter", "all_to_all"):
+        return model.collective(k, (k - 1) / k * local)
+    if kind == "chunk":
+        return model.local(local / k)
+    return model.local(local)
+
+
+def step_cost(kind: str, dims: tuple[int, ...], state: SearchState, nbytes: int, mesh_shape: tuple[int, ...], model: CostModel) -> float:
+    """The cost of a step out of ``state`` (``nbytes``: the global array's size)."""
+    local = nbytes / _num_shards(state, mesh_shape)
+    k = 1
+    for m in dims:
+        k *= mesh_shape[m]
+    return _kind_cost(kind, k, local, model)
+
+
+def path_cost(path: Sequence[Move], start: SearchState, nbytes: int, mesh_shape: tuple[int, ...], model: CostModel) -> float:
+    """The cost of a path from ``start``, step costs added in order (as both searches add them)."""
+    cost = 0.0
+    state = start
+    for kind, dims, _a, _b, nxt in path:
+        cost = cost + step_cost(kind, dims, state, nbytes, mesh_shape, model)
+        state = nxt
+    return cost
+
+
+# --------------------------------------------------------------------------
+# the exhaustive search: Dijkstra over every state (the oracle)
+# --------------------------------------------------------------------------
+def exhaustive_path(
+    start: SearchState, goal: SearchState, mesh_shape: tuple[int, ...], ndim: int, nbytes: int,
+    model: CostModel, bound: Optional[int], time_limit_s: Optional[float] = None,
+) -> Optional[tuple[Move, ...]]:
+    """The cheapest path with at most ``bound`` collectives: Dijkstra over (state, collectives used).
+
+    Exponential in the number of mesh dims; kept as the oracle the faster
+    search is tested against.  None when no path exists.  ``time_limit_s``
+    (for benchmarks) raises ``TimeoutError`` once the search has run that long.
+    """
+    tie = itertools.count()
+    frontier: list = [(0.0, 0, next(tie), start, 0, ())]
+    best: dict[tuple[SearchState, int], float] = {(start, 0): 0.0}
+    deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
+    pops = 0
+    while frontier:
+        pops += 1
+        if deadline is not None and pops % 256 == 0 and time.perf_counter() > deadline:
+            raise TimeoutError(f"the exhaustive search ran past {time_limit_s} s")
+        cost, used, _, state, _, path = heapq.heappop(frontier)
+        if state == goal:
+            return path
+        if best.get((state, used), float("inf")) < cost:
+            continue
+        for kind, dims, a, b, nxt in moves(state, goal, mesh_shape, ndim):
+            n_used = used + (kind in COLLECTIVES)
+            if bound is not None and n_used > bound:
+                continue
+            c = cost + step_cost(kind, dims, state, nbytes, mesh_shape, model)
+            key = (nxt, n_used)
+            if c < best.get(key, float("inf")):
+                best[key] = c
+                heapq.heappush(frontier, (c, n_used, next(tie), nxt, 0, path + ((kind, dims, a, b, nxt),)))
+    return None
+
+
+# --------------------------------------------------------------------------
+# the fast search
+# --------------------------------------------------------------------------
+# Internally a state is (stacks, partial mask): for every tensor dim the mesh
+# dims that split it, outermost first, and a bit per mesh dim holding Partial
+# (its reduce op is fixed: the source's, or the target's when it comes from
+# Replicate).  A mesh dim in neither is Replicate.
+_IState = tuple[tuple[tuple[int, ...], ...], int]
+# (kind, mesh dims, tensor dim it lands on or -1)
+_IMove = tuple[str, tuple[int, ...], int]
+
+# The move families of the search (see the module docstring).
+FULL, LANDING, PARKING, PRECHUNKED = 0, 1, 2, 3
+
+
+class _Problem:
+    """Everything one search needs, precomputed from the source and target states."""
+
+    def __init__(self, start: SearchState, goal: SearchState, mesh_shape: tuple[int, ...], ndim: int,
+                 nbytes: int, model: CostModel, bound: Optional[int]) -> None:
+        self.mesh_shape = mesh_shape
+        self.ndim = ndim
+        self.nbytes = nbytes
+        self.model = model
+        self.bound = bound
+        self.ext_start = start
+        self.live = tuple(m for m, p in enumerate(start[0]) if p is not None)
+        self.op: dict[int, Partial] = {}
+        for m in self.live:
+            for p in (start[0][m], goal[0][m]):
+                if isinstance(p, Partial):
+                    self.op.setdefault(m, p)
+        self.start = self._istate(start)
+        self.goal = self._istate(goal)
+        self.goal_stacks = self.goal[0]
+        self.goal_pmask = self.goal[1]
+        self.goal_shard_mask = sum(1 << m for m in self.live if isinstance(goal[0][m], Shard))
+        # mesh dims the target does not shard (Replicate, or Partial from Replicate): pushes for a while
+        self.spare_mask = sum(1 << m for m in self.live) & ~self.goal_shard_mask
+        fall = 1
+        for m in self.live:
+            if not (self.start[1] & self.goal[1]) >> m & 1:
+                fall *= mesh_shape[m]
+        self.goal_local = nbytes / self._shards(self.goal[0])
+        self.start_shards = self._shards(self.start[0])
+        # tensor dims empty in the target: interchangeable while empty (only the first is pushed onto)
+        self.spare = tuple(d for d in range(ndim) if not self.goal_stacks[d])
+        self.all_dims = tuple(range(ndim))
+        self._info: dict[tuple, tuple] = {}
+        self._stack_info: list[dict[tuple, tuple]] = [{} for _ in range(ndim)]
+        self._h: dict[_IState, tuple[float, int]] = {}
+        self._reduce: dict[int, tuple[int, int]] = {}
+        self._product: dict[int, int] = {0: 1}
+        # The lower bound holds for CostModel's linear costs; another model searches without it.
+        linear = type(model).collective is CostModel.collective and type(model).local is CostModel.local
+        self.linear = linear
+        self.latency = model.latency_us if linear else 0.0
+        self.inv_bw = 1.0 / model.bytes_per_us if linear else 0.0
+        self.bytes_per_us = model.bytes_per_us if linear else 1.0
+        self.local_bytes_per_us = model.local_bytes_per_us if linear else 1.0
+        self.least_local = nbytes / fall
+
+    def step_cost(self, kind: str, k: int, local: float) -> float:
+        """:func:`_kind_cost`, spelled out for :class:`CostModel` (the same arithmetic, in the same order)."""
+        if not self.linear:
+            return _kind_cost(kind, k, local, self.model)
+        if kind == "all_gather":
+            return self.latency + (k - 1) * local / self.bytes_per_us
+        if kind == "all_reduce":
+            return self.latency + 2 * (k - 1) / k * local / self.bytes_per_us
+        if kind == "reduce_scatter" or kind == "all_to_all":
+            return self.latency + (k - 1) / k * local / self.bytes_per_us
+        if kind == "chunk":
+            return local / k / self.local_bytes_per_us
+        return local / self.local_bytes_per_us
+
+    def _istate(self, state: SearchState) -> _IState:
+        orders = dict(state[1])
+        stacks = tuple(tuple(orders.get(d, ())) for d in range(self.ndim))
+        pmask = sum(1 << m for m in self.live if isinstance(state[0][m], Partial))
+        return stacks, pmask
+
+    def _shards(self, stacks: tuple[tuple[int, ...], ...]) -> int:
+        n = 1
+        for s in stacks:
+            for m in s:
+                n *= self.mesh_shape[m]
+        return n
+
+    def product(self, mask: int) -> int:
+        """The number of ranks of the mesh dims in ``mask``."""
+        got = self._product.get(mask)
+        if got is None:
+            got = 1
+            for m in self.live:
+                if mask >> m & 1:
+                    got *= self.mesh_shape[m]
+            self._product[mask] = got
+        return got
+
+    def info(self, stacks: tuple[tuple[int, ...], ...]) -> tuple:
+        """Of a state's stacks: (settled prefix length per tensor dim, mask of stacked mesh dims,
+        mask of settled ones, number of stacks with an unsettled top, bound on their all_to_alls)."""
+        got = self._info.get(stacks)
+        if got is None:
+            settled_len = []
+            smask = settled = dirty = 0
+            moving = 0.0
+            for d, s in enumerate(stacks):
+                part = self._stack_info[d].get(s)
+                if part is None:
+                    part = self._stack_info[d][s] = self._one_stack(s, self.goal_stacks[d])
+                settled_len.append(part[0])
+                smask |= part[1]
+                settled |= part[2]
+                dirty += part[3]
+                moving += part[4]
+            got = self._info[stacks] = (tuple(settled_len), smask, settled, dirty, moving)
+        return got
+
+    def _one_stack(self, s: tuple[int, ...], g: tuple[int, ...]) -> tuple[int, int, int, bool, float]:
+        n = 0
+        smask = settled = 0
+        for a, b in zip(s, g):
+            if a != b:
+                break
+            settled |= 1 << a
+            n += 1
+        moving = 0.0
+        for m in s:
+            smask |= 1 << m
+        for m in s[n:]:
+            if self.goal_shard_mask >> m & 1:
+                moving += 1 - 1 / self.mesh_shape[m]
+        return n, smask, settled, len(s) > n, moving
+
+    def heuristic(self, state: _IState, shards: int) -> tuple[float, int]:
+        """(lower bound on the cost to the goal, lower bound on the collectives to the goal)."""
+        got = self._h.get(state)
+        if got is not None:
+            return got
+        stacks, pmask = state
+        _, smask, _, dirty, moving = self.info(stacks)
+        reduce = pmask & ~self.goal_pmask
+        red = self._reduce.get(reduce)
+        if red is None:
+            red = self._reduce[reduce] = (self.product(reduce), len({self.op[m] for m in self.live if reduce >> m & 1}))
+        n_coll = dirty + red[1]
+        unsharded = ~smask & ~pmask
+        mask = self.goal_shard_mask & unsharded
+        pushes = self._product.get(mask) or self.product(mask)
+        # In reduced costs (the potential takes the bytes of every all_gather), a push of a k-way
+        # mesh dim costs (1 - 1/k) X, a reduction 2 (1 - 1/k) X, an all_to_all (1 - 1/k) X.  The
+        # cheapest order: the pushes (of every unsharded mesh dim the target shards, and perhaps of
+        # every spare one), then the reductions, then the all_to_alls: X + Y (1 - (2 - a) / red),
+        # Y the local size after the pushes.
+        slope = 1 - (2 - moving) / red[0]
+        after = self.nbytes / shards / pushes
+        if slope > 0:
+            mask = self.spare_mask & unsharded
+            after /= self._product.get(mask) or self.product(mask)
+        # and all of them at the least local size any state has (N / F_all), in the same order
+        least = (pushes * red[0] + red[0] - 2 + moving) * self.least_local - self.nbytes / shards
+        h = (self.goal_local + max(after * slope, least)) * self.inv_bw + self.latency * n_coll
+        got = self._h[state] = (h, n_coll)
+        return got
+
+    def ready(self, stacks: tuple[tuple[int, ...], ...], settled_len: tuple[int, ...]) -> dict[int, int]:
+        """For every tensor dim split as the target splits it so far: the mesh dim the target splits it by next."""
+        ready = {}
+        for e, s in enumerate(stacks):
+            n = len(s)
+            if settled_len[e] == n and n < len(self.goal_stacks[e]):
+                ready[e] = self.goal_stacks[e][n]
+        return ready
+
+    def successors(self, state: _IState, family: int) -> Iterator[tuple[str, tuple[int, ...], int, int, _IState]]:
+        """The moves out of ``state`` in a family: (kind, mesh dims, tensor dim landed on or -1, group size, next state)."""
+        stacks, pmask = state
+        ndim = self.ndim
+        size = self.mesh_shape
+        settled_len, smask, _, _, _ = self.info(stacks)
+        goal_stacks = self.goal_stacks
+        # the tensor dims a mesh dim may be pushed onto (the first of the empty spare ones only)
+        targets = self.all_dims
+        if self.spare:
+            targets = [e for e in targets if stacks[e] or e not in self.spare]
+            for e in self.spare:
+                if not stacks[e]:
+                    targets.append(e)
+                    break
+            targets.sort()
+        ready = self.ready(stacks, settled_len)
+        # where a mesh dim may go other than its target slot: anywhere (FULL), nowhere
+        # (LANDING), or for a reduce_scatter only (PARKING, below)
+        parks = targets if family == FULL else ()
+        # pops of the unsettled top of a stack: all_gather (also merged) and all_to_all
+        for d in range(ndim):
+            s = stacks[d]
+            n = len(s)
+            lo = settled_len[d]
+            if n <= lo:
+                continue
+            top = s[-1]
+            popped = stacks[:d] + (s[:-1],) + stacks[d + 1:]
+            yield "all_gather", (top,), -1, size[top], (popped, pmask)
+            for e in targets:
+                if e != d and (e in parks or ready.get(e) == top):
+                    yield "all_to_all", (top,), e, size[top], (popped[:e] + (popped[e] + (top,),) + popped[e + 1:], pmask)
+            k = size[top]
+            for j in range(2, n - lo + 1):
+                k *= size[s[n - j]]
+                yield "all_gather", s[n - j:], -1, k, (stacks[:d] + (s[: n - j],) + stacks[d + 1:], pmask)
+        reduce: dict[Partial, list[int]] = {}
+        for m in self.live:
+            bit = 1 << m
+            if smask & bit:
+                continue
+            if pmask & bit:
+                if not self.goal_pmask & bit:
+                    reduce.setdefault(self.op[m], []).append(m)
+                continue
+            for e in targets:  # Replicate: chunk
+                if e in parks or ready.get(e) == m:
+                    yield "chunk", (m,), e, size[m], (stacks[:e] + (stacks[e] + (m,),) + stacks[e + 1:], pmask)
+            if self.goal_pmask & bit:
+                yield "partition", (m,), -1, size[m], (stacks, pmask | bit)
+        for dims in reduce.values():
+            if family == FULL:
+                for r in range(1, len(dims) + 1):
+                    for subset in itertools.combinations(dims, r):
+                        yield from self._reductions(stacks, pmask, subset, itertools.permutations(subset), targets)
+                continue
+            # all_reduce all at once (merged: cheaper than apart), or those the target replicates;
+            # reduce_scatter into target slots, or (PARKING) anywhere in mesh dim order either way
+            dims = tuple(dims)
+            spare = tuple(m for m in dims if not self.goal_shard_mask >> m & 1)
+            for subset in (dims, spare) if spare and spare != dims else (dims,):
+                bits = 0
+                k = 1
+                for m in subset:
+                    bits |= 1 << m
+                    k *= size[m]
+                yield "all_reduce", subset, -1, k, (stacks, pmask & ~bits)
+            for e, m in ready.items():
+                if m not in dims:
+                    continue
+                n = len(stacks[e])
+                for j in range(n + 1, len(goal_stacks[e]) + 1):
+                    g = goal_stacks[e][n:j]
+                    if g[-1] not in dims:
+                        break
+                    yield from self._reductions(stacks, pmask, g, (g,), (e,), all_reduce=False)
+            if family == PARKING:
+                for r in range(1, len(dims) + 1):
+                    for subset in itertools.combinations(dims, r):
+                        orders = (subset, subset[::-1]) if r > 1 else (subset,)
+                        yield from self._reductions(stacks, pmask, subset, orders, targets, all_reduce=False)
+
+    def _reductions(self, stacks: tuple, pmask: int, subset: tuple[int, ...], orders, targets, all_reduce: bool = True):
+        """all_reduce over ``subset`` and reduce_scatter of it, in each of ``orders``, onto each of ``targets``."""
+        bits = 0
+        k = 1
+        for m in subset:
+            bits |= 1 << m
+            k *= self.mesh_shape[m]
+        rest = pmask & ~bits
+        if all_reduce:
+            yield "all_reduce", subset, -1, k, (stacks, rest)
+        for perm in orders:
+            for e in targets:
+                yield "reduce_scatter", perm, e, k, (stacks[:e] + (stacks[e] + perm,) + stacks[e + 1:], rest)
+
+    def prechunked(self) -> list:
+        """Starts with every Replicate mesh dim not due in a target slot chunked onto one tensor dim:
+        an empty spare one, or the last one with an unsettled top (gathered with it later)."""
+        stacks0, pmask = self.start
+        settled_len, smask, *_ = self.info(stacks0)
+        due = set(self.ready(stacks0, settled_len).values())
+        free = [m for m in self.live if not (smask | pmask) >> m & 1 and m not in due]
+        places = [e for e in self.spare if not stacks0[e]][:1] + [e for e in range(self.ndim) if len(stacks0[e]) > settled_len[e]][-1:]
+        nodes = []
+        for e in places if free else ():
+            stacks, shards, g, links = stacks0, self.start_shards, 0.0, None
+            for m in free:
+                g += self.step_cost("chunk", self.mesh_shape[m], self.nbytes / shards)
+                shards *= self.mesh_shape[m]
+                stacks = stacks[:e] + (stacks[e] + (m,),) + stacks[e + 1:]
+                links = (links, ("chunk", (m,), e))
+            h, _ = self.heuristic((stacks, pmask), shards)
+            nodes.append((g + h, -1, g, (stacks, pmask), 0, shards, links))
+        return nodes
+
+    def external(self, imoves: Sequence[_IMove]) -> tuple[Move, ...]:
+        """Internal moves as a path of :data:`Move` (the states the exhaustive search names)."""
+        path = []
+        placements, order = self.ext_start
+        for kind, dims, e in imoves:
+            orders = dict(order)
+            a = placements[dims[0]]
+            if kind in ("all_gather", "all_to_all"):
+                d = a.dim  # type: ignore[union-attr]
+                orders[d] = orders[d][: len(orders[d]) - len(dims)]
+            if e >= 0:
+                b: Placement = Shard(e)
+                orders[e] = orders.get(e, ()) + dims
+            elif kind == "partition":
+                b = self.op[dims[0]]
+            else:
+                b = _R
+            placements = _with(placements, {m: b for m in dims})
+            order = freeze_order(orders)
+            path.append((kind, dims, a, b, (placements, order)))
+        return tuple(path)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    imoves: Optional[tuple[_IMove, ...]]  # None: nothing cheaper than ``upper`` found
+    cost: float
+    complete: bool  # the search ran to its end within the budget
+    work: int
+
+
+# kind -> (counts as a collective, how it changes the number of shards: -1 divides, 1 multiplies)
+_EFFECT = {
+    "all_gather": (1, -1), "all_to_all": (1, 0), "all_reduce": (1, 0), "reduce_scatter": (1, 1),
+    "chunk": (0, 1), "partition": (0, 0),
+}
+
+
+def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = False, node: Optional[tuple] = None) -> _Outcome:
+    """A* from ``pb.start`` to ``pb.goal`` under the collective cap, pruning every path of cost >= ``upper``.
+
+    With ``ties``, paths of cost ``upper`` (to a relative 1e-9) are kept: the
+    search then picks among equally cheap paths as it would alone.
+
+    ``budget`` counts the moves looked at: past it the search stops, incomplete.
+    """
+    goal = pb.goal
+    bound = pb.bound if pb.bound is not None else math.inf
+    start = pb.start
+    nbytes = pb.nbytes
+    heuristic = pb.heuristic
+    successors = pb.successors
+    step = pb.step_cost
+    tie = itertools.count()
+    # (f, tie, g, state, collectives used, shards, path as (parent, move) links)
+    if node is None:
+        f0, _ = heuristic(start, pb.start_shards)
+        node = (f0, next(tie), 0.0, start, 0, pb.start_shards, None)
+    heap: list = [node]
+    best: dict[tuple[_IState, int], float] = {(node[3], node[4]): node[2]}
+    fewest: dict[_IState, int] = {}  # the fewest collectives of any expanded visit of a state
+    work = 0
+    slack = 1e-9 * max(upper, 1.0)
+    limit = math.inf if upper == math.inf else upper + slack if ties else upper - slack
+    inf = math.inf
+    push = heapq.heappush
+    pop = heapq.heappop
+    while heap:
+        f, _, g, state, used, shards, links = pop(heap)
+        if f >= limit:
+            break
+        if state == goal:
+            imoves = []
+            while links is not None:
+                links, move = links
+                imoves.append(move)
+            return _Outcome(tuple(reversed(imoves)), g, True, work)
+        if best.get((state, used), inf) < g:
+            continue
+        known = fewest.get(state)
+        if known is not None and known <= used:
+            continue  # a cheaper visit with no more collectives was expanded already
+        if work >= budget:
+            return _Outcome(None, upper, False, work)
+        fewest[state] = used
+        local = nbytes / shards
+        for kind, dims, e, k, nxt in successors(state, family):
+            work += 1
+            if work > budget:  # mid-expansion too: one state may have thousands of moves
+                return _Outcome(None, upper, False, work)
+            coll, grow = _EFFECT[kind]
+            n_used = used + coll
+            c = g + step(kind, k, local)
+            key = (nxt, n_used)
+            if c >= best.get(key, inf):
+                continue
+            nshards = shards * k if grow > 0 else shards // k if grow else shards
+            h, n_coll = heuristic(nxt, nshards)
+            if n_used + n_coll > bound or c + h >= limit:
+                continue
+            best[key] = c
+            push(heap, (c + h, next(tie), c, nxt, n_used, nshards, (links, (kind, dims, e))))
+    return _Outcome(None, upper, True, work)
+
+
+def greedy_path(start: SearchState, goal: Optional[SearchState], mesh_shape: tuple[int, ...], steps: Sequence[tuple[int, Placement, Placement]]) -> Optional[tuple[Move, ...]]:
+    """The greedy planner's ``(mesh dim, src, dst)`` steps as a path of :data:`Move` (steps on size-1 mesh dims dropped).
+
+    Each greedy step maps onto the step kind of the same transition on one
+    mesh dim (``S->R`` all_gather, ``S->S`` all_to_all, ``P->R`` all_reduce,
+    ``P->S`` reduce_scatter, ``R->S`` chunk, ``R->P`` partition).  None when a
+    step undoes a split that is not the innermost one, or the walk does not
+    end at ``goal``: then the greedy plan is not a path of this search.  With
+    ``goal`` None, neither is checked (a replay to cost the greedy plan by).
+    """
+    placements, order = start
+    path = []
+    for m, a, b in steps:
+        if mesh_shape[m] == 1 or a == b:
+            continue
+        orders = dict(order)
+        if isinstance(a, Shard):
+            if orders.get(a.dim, ())[-1:] != (m,) and goal is not None:
+                return None
+            orders[a.dim] = tuple(x for x in orders[a.dim] if x != m)
+            kind = "all_to_all" if isinstance(b, Shard) else "all_gather"
+        elif isinstance(a, Partial):
+            kind = "reduce_scatter" if isinstance(b, Shard) else "all_reduce"
+        else:
+            kind = "chunk" if isinstance(b, Shard) else "partition"
+        if isinstance(b, Shard):
+            orders[b.dim] = orders.get(b.dim, ()) + (m,)
+        placements = _with(placements, {m: b})
+        order = freeze_order(orders)
+        path.append((kind, (m,), a, b, (placements, order)))
+    if goal is not None and (placements, order) != goal:
+        return None
+    return tuple(path)
+
+
+class PlanTuple(tuple):
+    """A plan: its steps, as a tuple, and ``method``, which search found them (see :class:`SearchResult`).
+
+    Example:
+        >>> plan = PlanTuple(("a", "b"), "approximate")
+        >>> plan == ("a", "b"), plan.method, PlanTuple(()).method
+        (True, 'approximate', 'exact')
+    """
+
+    method: str
+
+    def __new__(cls, steps: Sequence = (), method: str = "exact") -> "PlanTuple":
+        self = super().__new__(cls, steps)
+        self.method = method
+        return self
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A path and how it was found.
+
+    ``method`` is ``"exact"`` (the full search finished: no cheaper path
+    exists), ``"approximate"`` (it ran out of its budget; the path is the
+    cheapest of the restricted families, see the module docstring) or
+    ``"greedy"`` (likewise, and none of those beat the greedy plan).
+    ``work`` counts the moves the searches looked at.
+    """
+
+    path: tuple[Move, ...]
+    cost: float
+    method: str
+    work: int
+
+
+# The searches tried in turn (move family, most moves each may look at; PRECHUNKED
+# runs LANDING from each of its starts), then the full one with what is left of
+# BUDGET; counted in moves looked at, so every rank plans the same steps.  See
+# the module docstring for how they were chosen.
+STAGES = ((LANDING, 120), (PRECHUNKED, 40), (PARKING, 100))
+BUDGET = 300
+EXACT_DIMS = 3
+
+
+def search_path(
+    start: SearchState, goal: SearchState, mesh_shape: tuple[int, ...], ndim: int, nbytes: int,
+    model: CostModel, bound: Optional[int], greedy: Optional[tuple[Move, ...]] = None,
+    budget: Optional[float] = None,
+) -> SearchResult:
+    """The cheapest path with at most ``bound`` collectives, or the best fallback within the budget.
+
+    ``greedy`` is the greedy plan as a path (:func:`greedy_path`), an upper
+    bound the result never exceeds.  ``budget`` overrides :data:`BUDGET`
+    (``math.inf``: the search is always exact).
+    """
+    if start == goal:
+        return SearchResult((), 0.0, "exact", 0)
+    pb = _Problem(start, goal, mesh_shape, ndim, nbytes, model, bound)
+    if budget is not None:
+        total = budget
+    else:  # up to EXACT_DIMS mesh dims of size > 1 the search is exact, and fast (module docstring)
+        total = math.inf if len(pb.live) <= EXACT_DIMS else BUDGET
+    best_path: Optional[tuple[Move, ...]] = None
+    best_cost = math.inf
+    method = "greedy"
+    if greedy is not None:
+        best_path, best_cost = greedy, path_cost(greedy, start, nbytes, mesh_shape, model)
+    work = 0
+    for family, most in STAGES:
+        starts = pb.prechunked() if family == PRECHUNKED else [None]
+        for node in starts:
+            out = _astar(pb, LANDING if family == PRECHUNKED else family, most, best_cost, node=node)
+            work += out.work
+            if out.imoves is not None:
+                best_path, best_cost, method = pb.external(out.imoves), out.cost, "approximate"
+    # ties: among plans as cheap as the best so far, the full search's own pick (most often the
+    # exhaustive search's too)
+    exact = _astar(pb, FULL, max(0, total - work), best_cost, ties=True)
+    work += exact.work
+    if exact.imoves is not None:
+        return SearchResult(pb.external(exact.imoves), exact.cost, "exact", work)
+    if best_path is None:  # pragma: no cover - every legal pair has a path through Replicate
+        raise ValueError(f"no path from {start} to {goal}")
+    return SearchResult(best_path, best_cost, "exact" if exact.complete else method, work)

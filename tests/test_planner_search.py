@@ -1,0 +1,270 @@
+"""The planner's search (dtensor_np.plan_search): never costlier than greedy, as cheap as the exhaustive search.
+
+Meshes of 1 to 6 dims (sizes 1 to 4), arrays of 1 to 4 dims (uneven and
+empty sides), every placement kind, Partial of every reduce op, shard orders
+other than the default.  The exhaustive Dijkstra (``plan_exhaustive``) is the
+oracle wherever it is fast: up to 3 mesh dims of size > 1 (and 4 of size 2
+where the search says it is exact).  Timings belong to benchmarks/planner.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dtensor_np as dt
+from dtensor_np import DeviceMesh, DTensorSpec, Partial, Replicate, Shard, TensorMeta
+from dtensor_np import plan_search, planner
+from dtensor_np.planner import (
+    count_collectives,
+    greedy_collectives,
+    greedy_cost,
+    plan_cost,
+    plan_exhaustive,
+    plan_greedy,
+)
+
+from strategies import REDUCE_OPS, full_array
+
+R = Replicate()
+
+
+def live_dims(spec):
+    return [m for m, size in enumerate(spec.mesh.shape) if size > 1]
+
+
+def live_order(step_or_spec, live):
+    """The shard order on the mesh dims in ``live``, of a spec or of the state after a step."""
+    order = getattr(step_or_spec, "shard_order", None)
+    if order is None or hasattr(step_or_spec, "after"):  # a step that carries its specs
+        order = step_or_spec.after.shard_order
+    order = tuple((d, tuple(m for m in ms if m in live)) for d, ms in order)
+    return tuple((d, ms) for d, ms in order if ms)
+
+
+def greedy_applies(src, dst):
+    return src.shard_order == dt.DTensorSpec(src.mesh, src.placements).shard_order and (
+        dst.shard_order == dt.DTensorSpec(dst.mesh, dst.placements).shard_order
+    )
+
+
+def same_cost(a, b):
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+@st.composite
+def mesh_shapes(draw, max_ndim=6, max_live=3, max_ranks=64, sizes=(2, 3, 4)):
+    """1- to ``max_ndim``-dim meshes with at most ``max_live`` dims of size > 1 and ``max_ranks`` ranks."""
+    ndim = draw(st.integers(1, max_ndim))
+    live = draw(st.integers(0, min(max_live, ndim)))
+    where = draw(st.permutations(range(ndim)))[:live]
+    shape = [1] * ndim
+    ranks = 1
+    for m in sorted(where):
+        size = draw(st.sampled_from([s for s in sizes if ranks * s <= max_ranks] or [1]))
+        shape[m] = size
+        ranks *= size
+    return tuple(shape)
+
+
+@st.composite
+def orders(draw, placements):
+    """A shard order for ``placements``: the mesh dims of every tensor dim in a drawn order."""
+    by_dim: dict[int, list[int]] = {}
+    for m, p in enumerate(placements):
+        if isinstance(p, Shard):
+            by_dim.setdefault(p.dim, []).append(m)
+    if not draw(st.booleans()):
+        return None
+    return tuple((d, tuple(draw(st.permutations(ms)))) for d, ms in sorted(by_dim.items()))
+
+
+@st.composite
+def spec_pairs(draw, max_ndim=6, max_live=3, max_ranks=64, sizes=(2, 3, 4), dtype="float32", with_orders=True):
+    """A source and a target spec the planner accepts (a new Partial only from Replicate)."""
+    mesh_shape = draw(mesh_shapes(max_ndim, max_live, max_ranks, sizes))
+    shape = tuple(draw(st.lists(st.integers(0, 9), min_size=1, max_size=4)))
+    ops = [draw(st.sampled_from(REDUCE_OPS)) for _ in mesh_shape]
+
+    def placement(m, allowed):
+        options = [Shard(d) for d in range(len(shape))] + [R, Partial(ops[m])]
+        return draw(st.sampled_from([p for p in options if allowed(p)]))
+
+    src = tuple(placement(m, lambda p: True) for m in range(len(mesh_shape)))
+    dst = []
+    for m, a in enumerate(src):
+        if mesh_shape[m] == 1:  # one rank: any placement, any reduce op
+            dst.append(draw(st.sampled_from([Shard(0), R, Partial(draw(st.sampled_from(REDUCE_OPS)))])))
+        else:
+            dst.append(placement(m, lambda p, a=a: not isinstance(p, Partial) or a in (R, p)))
+    dst = tuple(dst)
+    mesh = DeviceMesh(mesh_shape)
+    meta = TensorMeta(shape, dtype)
+    src_order = draw(orders(src)) if with_orders else None
+    dst_order = draw(orders(dst)) if with_orders else None
+    return DTensorSpec(mesh, src, meta, src_order), DTensorSpec(mesh, dst, meta, dst_order)
+
+
+def check_plan(src, dst, plan):
+    """The plan ends at the target (placements and order on the mesh dims of size > 1), under the greedy cap."""
+    live = live_dims(src)
+    final = plan[-1].placements if plan else src.placements
+    assert all(final[m] == dst.placements[m] for m in live), (dt.explain(plan, src), str(dst))
+    if plan:
+        assert live_order(plan[-1], live) == live_order(dst, live)
+    if greedy_applies(src, dst):
+        assert count_collectives(plan) <= greedy_collectives(src, dst)
+        assert plan_cost(plan, src) <= greedy_cost(src, dst) * (1 + 1e-9), (dt.explain(plan, src), str(dst))
+
+
+@settings(max_examples=300, deadline=None)
+@given(spec_pairs())
+def test_the_search_is_exact_up_to_three_mesh_dims(pair):
+    src, dst = pair
+    plan = dt.plan_redistribute(src, dst)
+    check_plan(src, dst, plan)
+    assert plan.method == "exact"
+    oracle = plan_exhaustive(src, dst)
+    assert same_cost(plan_cost(plan, src), plan_cost(oracle, src)), (dt.explain(plan, src), dt.explain(oracle, src))
+
+
+@settings(max_examples=80, deadline=None)
+@given(spec_pairs(max_live=6, max_ranks=256))
+def test_never_costlier_than_greedy_on_meshes_up_to_six_dims(pair):
+    src, dst = pair
+    plan = dt.plan_redistribute(src, dst)
+    check_plan(src, dst, plan)
+    assert plan.method in ("exact", "approximate", "greedy")
+    text = dt.explain(plan, src)
+    assert text.endswith(" [approximate search]") == (plan.method == "approximate")
+    assert text.endswith(" [greedy fallback]") == (plan.method == "greedy")
+    if plan.method == "greedy":
+        assert same_cost(plan_cost(plan, src), greedy_cost(src, dst))
+
+
+@settings(max_examples=25, deadline=None)
+@given(spec_pairs(max_ndim=5, max_live=4, max_ranks=16, sizes=(2,)))
+def test_exact_claims_hold_on_four_mesh_dims(pair):
+    src, dst = pair
+    plan = dt.plan_redistribute(src, dst)
+    check_plan(src, dst, plan)
+    if plan.method == "exact" and len(live_dims(src)) == 4:
+        assert same_cost(plan_cost(plan, src), plan_cost(plan_exhaustive(src, dst), src))
+
+
+@settings(max_examples=60, deadline=None)
+@given(spec_pairs(max_live=6, max_ranks=16, dtype="float64"), st.integers(0, 2**16))
+def test_redistribute_by_the_new_plans_keeps_the_value(pair, seed):
+    src, dst = pair
+    full = full_array(src.shape, "float64", seed)
+    mesh = src.mesh
+    # distribute (default shard order), then move to the source spec's order, then to the target
+    x = dt.distribute_tensor(full, mesh, list(src.placements)).redistribute(list(src.placements), shard_order=src.shard_order)
+    assert x.spec == src
+    np.testing.assert_allclose(x.full_tensor(), full, rtol=1e-12, atol=1e-12)
+    plan = dt.plan_redistribute(src, dst)
+    with dt.comm_counter() as counter:
+        y = x.redistribute(list(dst.placements), shard_order=dst.shard_order)
+    assert sum(counter.counts.values()) == count_collectives(plan)
+    assert y.placements == dst.placements
+    np.testing.assert_allclose(y.full_tensor(), full, rtol=1e-12, atol=1e-12)
+
+
+def test_a_plan_worse_than_greedy_fails_the_check():
+    src = DTensorSpec(DeviceMesh((2, 2)), (Shard(0), R), TensorMeta((8, 8), "float32"))
+    dst = src.with_placements((Shard(0), Shard(1)))
+    check_plan(src, dst, dt.plan_redistribute(src, dst))  # one local chunk
+    middle = src.with_placements((R, R))
+    detour = dt.plan_redistribute(src, middle) + dt.plan_redistribute(middle, dst)  # gather, chunk, chunk
+    with pytest.raises(AssertionError):
+        check_plan(src, dst, detour)
+
+
+@pytest.fixture
+def starved(monkeypatch):
+    """The search with no budget at all (every mesh size), its cached plans dropped before and after."""
+    planner._plan_cached.cache_clear()
+    monkeypatch.setattr(plan_search, "EXACT_DIMS", 0)
+    yield monkeypatch
+    planner._plan_cached.cache_clear()
+
+
+def test_the_greedy_fallback_shows_in_explain(starved):
+    starved.setattr(plan_search, "BUDGET", 0)
+    src = DTensorSpec(DeviceMesh((2, 2)), (Shard(0), Shard(1)), TensorMeta((8, 8), "float32"))
+    dst = src.with_placements((Shard(1), Shard(0)))
+    plan = dt.plan_redistribute(src, dst)
+    assert plan.method == "greedy"
+    assert dt.explain(plan, src).endswith(" [greedy fallback]")
+    assert [(s.mesh_dim, s.src, s.dst) for s in plan] == [(m, a, b) for m, a, b in plan_greedy(src, dst)]
+    assert same_cost(plan_cost(plan, src), greedy_cost(src, dst))
+
+
+def test_an_approximate_plan_shows_in_explain(starved):
+    # the first search (moves that land a mesh dim in its target slot) runs; the exact one gets nothing
+    starved.setattr(plan_search, "STAGES", ((plan_search.LANDING, 1000),))
+    starved.setattr(plan_search, "BUDGET", 0)
+    src = DTensorSpec(DeviceMesh((2, 2, 2, 2)), (Shard(1), Shard(0), Partial(), Partial()), TensorMeta((64, 64, 64), "float32"))
+    dst = src.with_placements((Shard(0), Shard(0), Shard(0), Shard(1)))
+    plan = dt.plan_redistribute(src, dst)
+    assert plan.method == "approximate" and dt.explain(plan, src).endswith(" [approximate search]")
+    exact = plan_exhaustive(src, dst)
+    assert plan_cost(exact, src) < plan_cost(plan, src) < greedy_cost(src, dst)
+
+
+def test_exact_plans_explain_as_before():
+    src = DTensorSpec(DeviceMesh((2, 2)), (Shard(0), R), TensorMeta((8, 8), "float32"))
+    plan = dt.plan_redistribute(src, src.with_placements((R, Shard(1))))
+    assert plan.method == "exact" and dt.explain(plan, src) == "S(0)R->S(0)S(1)->RS(1)"
+
+
+def test_the_plan_cache_still_hits():
+    planner._plan_cached.cache_clear()
+    src = DTensorSpec(DeviceMesh((2, 2, 2, 2, 2, 2)), (Shard(0), Partial(), R, Shard(1), Shard(0), Shard(2)),
+                      TensorMeta((64, 64, 64), "float32"))
+    dst = src.with_placements((Shard(1), R, Shard(2), Shard(0), R, Shard(1)))
+    first = dt.plan_redistribute(src, dst)
+    for _ in range(5):
+        again = dt.plan_redistribute(DTensorSpec(src.mesh, src.placements, src.tensor_meta), dst)
+        assert again is first
+    info = planner._plan_cached.cache_info()
+    assert (info.hits, info.misses) == (5, 1)
+
+
+def test_the_search_beats_greedy_on_six_mesh_dims():
+    src = DTensorSpec(DeviceMesh((2,) * 6), (Partial(), Shard(1), Partial(), Partial(), Partial(), Shard(2)),
+                      TensorMeta((64, 64, 64), "float32"))
+    dst = src.with_placements((R, Shard(0), R, Shard(2), Shard(1), Shard(2)))
+    plan = dt.plan_redistribute(src, dst)
+    check_plan(src, dst, plan)
+    assert plan_cost(plan, src) < greedy_cost(src, dst)
+
+
+def test_the_planner_benchmark_runs(tmp_path):
+    """benchmarks/planner.py end to end on two tiny meshes (no timing is checked)."""
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "planner.py"), "--pairs", "3", "--reps", "1", "--cap", "5",
+         "--meshes", "2,2;2,1,2", "--mixed", "10", "--json", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=root,
+    )
+    assert done.returncode == 0, done.stderr
+    table = [line for line in done.stdout.splitlines() if line.startswith("| 2x")]
+    assert [line.split(" | ")[0] for line in table] == ["| 2x2", "| 2x1x2"]
+    results = json.loads(out.read_text())
+    for result in results["meshes"]:
+        for row in result["rows"]:
+            assert row["method"] == "exact" and math.isclose(row["after_cost"], row["before_cost"], rel_tol=1e-9)
+            assert row["after_cost"] <= row["greedy_cost"] * (1 + 1e-9)
+    assert len(results["mixed"]) == 10
+    assert all(r["cost_over_greedy"] is None or r["cost_over_greedy"] <= 1 + 1e-9 for r in results["mixed"])
+    assert "| mesh dims of size > 1 |" in done.stdout
