@@ -28,6 +28,12 @@ lowered            ``passes.lower``: one non-blocking collective per parameter,
 bucketed           ``passes.bucket_all_gather`` / ``bucket_reduce_scatter`` /
                    ``bucket_all_reduce`` (``--cap-mb``, 25 MiB: one bucket):
                    copy-in, one collective, split-out
+flat               FSDP's flat parameters (``dt.fsdp``, :mod:`dtensor_np.passes.flat_params`):
+                   the parameters already live in one flat buffer per bucket, so
+                   the graph runs one collective with no copy-in or split-out
+flat+views         ``flat`` and, for all_gather, the parameters cut out as views
+                   (``unflatten``); for reduce_scatter, the gradients written
+                   into the flat buffer first (``flatten``, one copy each)
 raw one-by-one     plain mpi4py: one blocking ``Allgather`` /
                    ``Reduce_scatter_block`` / ``Allreduce`` per parameter into buffers
                    allocated before the loop (the floor for one by one)
@@ -74,10 +80,11 @@ from timing import timed  # noqa: E402
 import dtensor_np as dt  # noqa: E402
 from dtensor_np.graph import graph_collectives, trace  # noqa: E402
 from dtensor_np.passes import bucket_all_gather, bucket_all_reduce, bucket_reduce_scatter, lower  # noqa: E402
+from dtensor_np.passes.flat_params import FlatLayout  # noqa: E402
 from dtensor_np.tensor_parallel import shard_graph  # noqa: E402
 
 COLS = 64
-VARIANTS = ("redistribute", "lowered", "bucketed", "raw one-by-one", "raw flat")
+VARIANTS = ("redistribute", "lowered", "bucketed", "flat", "flat+views", "raw one-by-one", "raw flat")
 
 
 def fsdp_graphs(kind: str, params: dict[str, np.ndarray], mesh: dt.DeviceMesh, cap_mb: float):
@@ -94,6 +101,30 @@ def fsdp_graphs(kind: str, params: dict[str, np.ndarray], mesh: dt.DeviceMesh, c
         bucket = bucket_reduce_scatter if kind == "reduce_scatter" else bucket_all_reduce
         bucketed = bucket(sharded, cap_mb)
     return sharded, specs, lower(sharded), bucketed
+
+
+def flat_runners(kind: str, params: dict[str, np.ndarray], local: dict[str, Any], mesh: dt.DeviceMesh, rank: int):
+    """(the flat bucket's collective alone, with its unflatten / flatten) as ``dt.fsdp`` runs them, and their results."""
+    names = sorted(params)
+    layout = FlatLayout.of([dt.DTensorSpec(mesh, (dt.Replicate(),), dt.TensorMeta(params[n].shape, params[n].dtype))
+                            for n in names], 0)
+    g = trace(lambda b: b, np.zeros(layout.aval.shape, layout.dtype))
+    if kind == "all_gather":
+        graph = lower(shard_graph(g, (layout.storage_spec(),), output_specs=[layout.gathered_spec()]))
+        row = layout.shard_rows(rank, [params[n] for n in names])
+
+        def views() -> Any:
+            return layout.unflatten(rank, graph(row))
+
+        return (lambda: graph(row)), views, dict(zip(names, views()))
+    graph = lower(shard_graph(g, (layout.partial_spec(),), output_specs=[layout.storage_spec()]))
+    grads = [local[n] for n in names]
+    flat = layout.flatten(rank, *grads)
+
+    def packed() -> Any:
+        return graph(layout.flatten(rank, *grads))
+
+    return (lambda: graph(flat)), packed, packed()
 
 
 def raw_runners(
@@ -153,10 +184,25 @@ def run_kind(kind: str, args: argparse.Namespace, comm: MPI.Intracomm, mesh: dt.
     raw_each, raw_flat, raw_outputs = raw_runners(kind, [np.ascontiguousarray(local[k]) for k in sorted(local)], comm)
     raw_each()  # the hand-written collectives give the same arrays (exact: small integers)
     assert all(np.array_equal(reference[k], x) for k, x in zip(sorted(local), raw_outputs)), f"{kind}: DTensor != raw MPI"
-    fns = [lambda: sharded(local), lambda: lowered(local), lambda: bucketed(local), raw_each, raw_flat]
+    if kind == "all_reduce":  # FSDP's flat buffers are gathered and reduce-scattered, not all-reduced
+        flat_only = flat_views = (lambda: None)  # reported as nan
+    else:
+        flat_only, flat_views, flat_out = flat_runners(kind, params, local, mesh, comm.rank)
+        if kind == "all_gather":
+            assert all(np.array_equal(flat_out[k], reference[k]) for k in reference), "flat: outputs differ"
+        else:  # this rank's row of the reduced flat buffer: its run of the flat vector of summed gradients
+            total = comm.size * (comm.size + 1) // 2  # rank r holds (r + 1) * x
+            whole = np.concatenate([params[k].reshape(-1) * total for k in sorted(params)])
+            row = np.asarray(flat_out).reshape(-1)
+            mine = whole[comm.rank * row.size:(comm.rank + 1) * row.size]
+            assert np.array_equal(row[:mine.size], mine), "flat: outputs differ"
+    fns = [lambda: sharded(local), lambda: lowered(local), lambda: bucketed(local), flat_only, flat_views, raw_each,
+           raw_flat]
     timed(fns, args.warmup, comm)
     times = np.median(timed(fns, args.iters, comm), axis=1) * 1e6
     med = dict(zip(VARIANTS, (float(t) for t in times)))
+    if kind == "all_reduce":
+        med["flat"] = med["flat+views"] = float("nan")
     return {
         "kind": kind,
         "ranks": comm.size,
@@ -169,6 +215,8 @@ def run_kind(kind: str, args: argparse.Namespace, comm: MPI.Intracomm, mesh: dt.
         **{f"{v.replace(' ', '_').replace('-', '_')}_us": med[v] for v in VARIANTS},
         "speedup_vs_redistribute": med["redistribute"] / med["bucketed"],
         "speedup_vs_lowered": med["lowered"] / med["bucketed"],
+        "flat_vs_raw_flat": med["flat"] / med["raw flat"],
+        "flat_views_vs_raw_flat": med["flat+views"] / med["raw flat"],
         "iters": args.iters,
     }
 
@@ -176,8 +224,8 @@ def run_kind(kind: str, args: argparse.Namespace, comm: MPI.Intracomm, mesh: dt.
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         f"{'collective':<15}{'ranks':>6}{'params':>7}{'bytes':>8}{'colls':>8}"
-        f"{'redistribute':>14}{'lowered':>10}{'bucketed':>10}{'raw 1-by-1':>12}{'raw flat':>10}"
-        f"{'speedup':>9}{'vs lowered':>11}"
+        f"{'redistribute':>14}{'lowered':>10}{'bucketed':>10}{'flat':>10}{'flat+views':>12}{'raw 1-by-1':>12}"
+        f"{'raw flat':>10}{'speedup':>9}{'vs lowered':>11}{'flat/raw':>10}{'+views/raw':>11}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -185,8 +233,10 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"{r['kind']:<15}{r['ranks']:>6}{r['params']:>7}{r['param_bytes'] // 1024:>6}Ki{colls:>8}"
             f"{r['redistribute_us']:>12.1f}us{r['lowered_us']:>8.1f}us{r['bucketed_us']:>8.1f}us"
+            f"{r['flat_us']:>8.1f}us{r['flat+views_us']:>10.1f}us"
             f"{r['raw_one_by_one_us']:>10.1f}us{r['raw_flat_us']:>8.1f}us"
             f"{r['speedup_vs_redistribute']:>8.2f}x{r['speedup_vs_lowered']:>10.2f}x"
+            f"{r['flat_vs_raw_flat']:>9.2f}x{r['flat_views_vs_raw_flat']:>10.2f}x"
         )
     return "\n".join(lines)
 

@@ -34,6 +34,7 @@ from .tensor_parallel import ColwiseParallel, ParallelStyle, RowwiseParallel, te
 from . import array_api
 from .autodiff import grad, grad_graph, value_and_grad, vjp
 from . import optim
+from .fsdp import FSDPStep, fsdp
 
 __all__ = [
     "ShardingError",
@@ -78,6 +79,8 @@ __all__ = [
     "grad_graph",
     "value_and_grad",
     "vjp",
+    "fsdp",
+    "FSDPStep",
     "optim",
 ]
 

@@ -65,3 +65,14 @@ def test_bucketing_benchmark_runs_and_checks_its_variants(tmp_path: Path):
     for r in rows:
         assert r["ranks"] == 2 and r["params"] == 4
         assert r["collectives"]["redistribute"] == 4 and r["collectives"]["bucketed"] == 1
+
+
+def test_train_step_benchmark_checks_losses_and_counts_collectives(tmp_path: Path):
+    out = tmp_path / "rows.json"
+    _run("train_step.py", "--quick", "--json", str(out))
+    rows = json.loads(out.read_text())
+    assert [r["mesh"] for r in rows] == ["2x1", "1x2"]
+    assert rows[0]["collectives"] == {"all_gather": rows[0]["buckets"], "reduce_scatter": rows[0]["buckets"],
+                                      "all_reduce": 1}
+    assert rows[1]["collectives"] == {"all_reduce": 4}  # one layer: Megatron's two forward and two backward
+    assert all(r["single_ms"] > 0 and r["fsdp_ms"] > 0 for r in rows)

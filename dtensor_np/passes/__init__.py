@@ -3,6 +3,7 @@
 * :func:`lower`: every ``redistribute`` node becomes explicit async
   collectives (a start node and its wait) and local steps, each marked with
   the sharding after it;
+* :func:`prune`: nodes whose results nothing uses are dropped (collectives kept);
 * :func:`schedule`: starts as early as their inputs allow, waits just before
   the first use, so independent compute overlaps communication;
 * :func:`bucket_all_gather` / :func:`bucket_reduce_scatter` /
@@ -33,12 +34,14 @@ from .bucketing import BUCKETED_KINDS, bucket_all_gather, bucket_all_reduce, buc
 from .bucket_layout import BucketLayout, BucketPack, BucketUnpack
 from .lowering import is_lowered, lower
 from .ops import WAIT, Collective, LocalStep, Wait
+from .pruning import prune
 from .scheduling import schedule
 
 __all__ = [
     "lower",
     "is_lowered",
     "schedule",
+    "prune",
     "bucket_all_gather",
     "bucket_reduce_scatter",
     "bucket_all_reduce",

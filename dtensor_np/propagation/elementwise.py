@@ -70,6 +70,14 @@ def elementwise_decision(
     n_outputs: int = 1,
 ) -> Decision:
     """The decision of a broadcasting elementwise op over ``specs``."""
+    first = specs[0]
+    if single_sharding(first) is not first and all(
+        s.placements == first.placements and s.shard_order == first.shard_order and s.shape == first.shape
+        for s in specs
+    ) and not any(isinstance(p, Partial) for p in first.placements):
+        # Operands split the same way, a dim split over several mesh dims (a flat FSDP buffer):
+        # every rank holds the same elements of each, so the op is local and keeps the split.
+        return Decision(specs, (first,) * n_outputs, local, multiple_outputs=n_outputs > 1)
     specs = harmonize(pointwise_equation([s.shape for s in specs]), [single_sharding(s) for s in specs])
     allowed = [i for i, position in enumerate(tensor_positions) if position in multiplicative_positions]
     keep = single_partials(specs, allowed) if multiplicative_positions else {}

@@ -45,7 +45,7 @@ from ..graph.graph import Graph
 from ..graph.ir import GraphSharding, Node, NodeSharding, Redistribute, ShapeDtype, Var
 from ..graph.verify import verify
 from ..mesh import DeviceMesh
-from ..placements import Placement, Replicate
+from ..placements import Partial, Placement, Replicate
 from ..spec import DTensorSpec
 from .params import flatten_params, plan_placements
 from .sharding import node_sharding, replicated
@@ -80,6 +80,7 @@ def shard_graph(
     input_specs: tuple[DTensorSpec, ...],
     local_args: tuple[int, ...] = (PARAMS_ARG,),
     output_specs: Optional[Sequence[Union[DTensorSpec, Sequence[Placement]]]] = None,
+    reduce_shared: tuple[int, ...] = (),
 ) -> Graph:
     """``graph`` with every node marked and redistributes inserted, given its inputs' specs.
 
@@ -87,7 +88,11 @@ def shard_graph(
     one mesh work.  Graph outputs are made replicated, unless
     ``output_specs`` gives one spec (or placements) per output, e.g.
     ``Shard(0)`` for FSDP gradients that end reduce-scattered; such outputs
-    come back as this process's shards.  The positional arguments in
+    come back as this process's shards.  A pending sum on a mesh dim in
+    ``reduce_shared`` that more than one node reads is reduced once, where it
+    is made, instead of on each reader's path (the gradient of a value that
+    several tensor-parallel layers read, as Megatron's ``f`` operator does).
+    The positional arguments in
     ``local_args`` are passed as local shards when the new graph is called
     (see :class:`~dtensor_np.graph.GraphSharding`).
 
@@ -128,17 +133,28 @@ def shard_graph(
             moved[key] = out
         return moved[key]
 
+    readers: dict[Var, int] = {}
+    for v in [v for n in graph.nodes for v in n.inputs] + list(graph.outputs):
+        readers[v] = readers.get(v, 0) + 1
+    current: dict[Var, Var] = {}  # a shared pending sum -> its reduced value
     for node in graph.nodes:
-        sharding = node_sharding(node, tuple(specs[v] for v in node.inputs), mesh)
-        inputs = [as_spec(v, need) for v, need in zip(node.inputs, sharding.inputs)]
+        ins = [current.get(v, v) for v in node.inputs]
+        sharding = node_sharding(node, tuple(specs[v] for v in ins), mesh)
+        inputs = [as_spec(v, need) for v, need in zip(ins, sharding.inputs)]
         nodes.append(replace(node.with_inputs(inputs), sharding=sharding))
         specs.update(zip(node.outputs, sharding.outputs))
+        for v, spec in zip(node.outputs, sharding.outputs):
+            pending = [m for m in reduce_shared if isinstance(spec.placements[m], Partial)]
+            if pending and readers.get(v, 0) > 1:
+                reduced = spec.with_placements(
+                    tuple(Replicate() if m in pending else p for m, p in enumerate(spec.placements)), spec.shard_order)
+                current[v] = as_spec(v, reduced)
     if output_specs is None:
-        outputs = tuple(as_spec(v, replicated(mesh, specs[v].tensor_meta)) for v in graph.outputs)
+        outputs = tuple(as_spec(current.get(v, v), replicated(mesh, specs[v].tensor_meta)) for v in graph.outputs)
         promised = None
     else:
         promised = _output_specs(graph, mesh, output_specs)
-        outputs = tuple(as_spec(v, spec) for v, spec in zip(graph.outputs, promised))
+        outputs = tuple(as_spec(current.get(v, v), spec) for v, spec in zip(graph.outputs, promised))
     sharded = replace(
         graph,
         nodes=tuple(nodes),

@@ -1,0 +1,309 @@
+"""The second main job: train a small decoder-only transformer with FSDP x TP, and check it against one device.
+
+The model is plain NumPy written for one device (``loss_fn(params, x, y)``,
+torch.nn.Linear weights): token and position embeddings, ``--layers``
+pre-norm blocks of causal multi-head attention and a GELU MLP (the blocks of
+:mod:`dtensor_np.examples.tp_mlp`), a final layer norm and a head tied to the
+embedding; the loss is the mean next-character cross-entropy.  The text is
+generated (a small seeded grammar of English-like sentences), so nothing is
+downloaded.
+
+:func:`dtensor_np.fsdp` rewrites the loss and its gradient for a ``("dp",
+"tp")`` mesh: the batch is split over ``dp``; q/k/v and fc1 are colwise, o
+and fc2 rowwise on ``tp`` (Megatron); every parameter lives in flat buckets
+of which each rank stores ``1/dp`` (FSDP), all_gathered before use and
+reduce-scattered after the backward.  AdamW (:mod:`dtensor_np.optim`) updates
+the flat shards with no communication.  The same program runs on one device
+with ``dt.value_and_grad`` and the same AdamW, and the two loss curves are
+compared step by step.
+
+Run it::
+
+    python -m dtensor_np.examples.train                      # 2x2 simulated ranks in this process
+    mpiexec -n 4 python -m dtensor_np.examples.train         # 4 MPI processes on a 2x2 (dp, tp) mesh
+    python -m dtensor_np.examples.train --dp 4 --tp 1 --steps 200 --plot loss.png
+
+It prints the loss every ``--every`` steps, the collectives one step issues,
+the largest relative difference from the single-device losses, and writes
+the loss curve as a PNG (``pip install -e ".[train]"`` brings matplotlib).
+
+Example:
+    >>> import numpy as np
+    >>> cfg = Config(layers=1, d_model=8, heads=2, d_ff=16, seq=4)
+    >>> text = corpus(200, seed=0)
+    >>> vocab = sorted(set(text))
+    >>> params = init_params(np.random.default_rng(0), cfg, len(vocab))
+    >>> x, y = batch(text, vocab, cfg, batch_size=2, step=0, seed=0)
+    >>> x.shape, y.shape, round(float(loss_fn(params, x, y, cfg)), 2) > 0
+    ((2, 4, 24), (2, 4, 24), True)
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+import collectives
+import dtensor_np as dt
+from dtensor_np.examples.tp_mlp import attention, gelu, linear
+from dtensor_np.runtime import backend_for
+
+__all__ = ["Config", "corpus", "batch", "init_params", "loss_fn", "plan", "train", "main"]
+
+Params = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Config:
+    """The transformer's sizes."""
+
+    layers: int = 3
+    d_model: int = 96
+    heads: int = 4
+    d_ff: int = 384
+    seq: int = 32
+
+
+# -- data ------------------------------------------------------------------------------
+_WORDS = {
+    "det": ["the", "a", "every", "one"],
+    "noun": ["cat", "dog", "bird", "fox", "child", "river", "tree", "stone", "ship", "star"],
+    "verb": ["sees", "follows", "finds", "likes", "watches", "carries", "meets"],
+    "adj": ["small", "quiet", "red", "old", "quick", "bright"],
+    "prep": ["near", "under", "over", "beside"],
+}
+
+
+def corpus(chars: int, seed: int = 0) -> str:
+    """``chars`` characters of generated sentences (det adj? noun verb det noun (prep det noun)?.)."""
+    rng = np.random.default_rng(seed)
+
+    def pick(kind: str) -> str:
+        words = _WORDS[kind]
+        return words[int(rng.integers(len(words)))]
+
+    out: list[str] = []
+    size = 0
+    while size < chars:
+        words = [pick("det")] + ([pick("adj")] if rng.random() < 0.5 else []) + [pick("noun"), pick("verb"), pick("det"), pick("noun")]
+        if rng.random() < 0.4:
+            words += [pick("prep"), pick("det"), pick("noun")]
+        sentence = " ".join(words) + ". "
+        out.append(sentence)
+        size += len(sentence)
+    return "".join(out)[:chars]
+
+
+def batch(text: str, vocab: Sequence[str], cfg: Config, batch_size: int, step: int, seed: int = 0,
+          dtype: Any = "float64") -> tuple[np.ndarray, np.ndarray]:
+    """One-hot inputs and next-character targets, each ``(batch, seq, vocab)``, the same on every rank."""
+    rng = np.random.default_rng((seed, step))
+    index = {c: i for i, c in enumerate(vocab)}
+    ids = np.array([index[c] for c in text])
+    starts = rng.integers(0, len(ids) - cfg.seq - 1, size=batch_size)
+    windows = np.stack([ids[s:s + cfg.seq + 1] for s in starts])
+    eye = np.eye(len(vocab), dtype=dtype)
+    return eye[windows[:, :-1]], eye[windows[:, 1:]]
+
+
+# -- the model: plain NumPy for one device ----------------------------------------------
+def init_params(rng: np.random.Generator, cfg: Config, vocab: int, dtype: Any = "float64") -> Params:
+    """Every parameter, by dotted name (torch.nn.Linear weights, (out, in))."""
+    d, f = cfg.d_model, cfg.d_ff
+
+    def dense(out: int, inp: int) -> np.ndarray:
+        return (rng.standard_normal((out, inp)) / np.sqrt(inp)).astype(dtype)
+
+    params: Params = {
+        "embed": (0.1 * rng.standard_normal((vocab, d))).astype(dtype),
+        "pos": (0.1 * rng.standard_normal((cfg.seq, d))).astype(dtype),
+        "ln_f.gain": np.ones(d, dtype), "ln_f.bias": np.zeros(d, dtype),
+    }
+    for i in range(cfg.layers):
+        p = f"blocks.{i}."
+        for ln in ("ln1", "ln2"):
+            params[p + ln + ".gain"], params[p + ln + ".bias"] = np.ones(d, dtype), np.zeros(d, dtype)
+        for name in ("q", "k", "v", "o"):
+            params[f"{p}attn.{name}.weight"], params[f"{p}attn.{name}.bias"] = dense(d, d), np.zeros(d, dtype)
+        params[p + "mlp.fc1.weight"], params[p + "mlp.fc1.bias"] = dense(f, d), np.zeros(f, dtype)
+        params[p + "mlp.fc2.weight"], params[p + "mlp.fc2.bias"] = dense(d, f), np.zeros(d, dtype)
+    return params
+
+
+def plan(cfg: Config) -> dict[str, Any]:
+    """Megatron's tensor-parallel plan: q, k, v and fc1 colwise; o and fc2 rowwise (one all_reduce each)."""
+    out: dict[str, Any] = {}
+    for i in range(cfg.layers):
+        p = f"blocks.{i}."
+        out.update({p + f"attn.{n}": dt.ColwiseParallel() for n in ("q", "k", "v")})
+        out[p + "attn.o"] = dt.RowwiseParallel()
+        out[p + "mlp.fc1"] = dt.ColwiseParallel()
+        out[p + "mlp.fc2"] = dt.RowwiseParallel()
+    return out
+
+
+def _sub(params: Params, prefix: str) -> Params:
+    return {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
+
+
+def layer_norm(params: Params, name: str, x: Any, eps: float = 1e-5) -> Any:
+    mu = np.mean(x, axis=-1, keepdims=True)
+    var = np.mean((x - mu) ** 2, axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * params[f"{name}.gain"] + params[f"{name}.bias"]
+
+
+def logits(params: Params, x: Any, cfg: Config) -> Any:
+    """``(batch, seq, vocab)`` next-character logits of one-hot inputs ``x``."""
+    h = x @ params["embed"] + params["pos"]
+    for i in range(cfg.layers):
+        p = f"blocks.{i}."
+        h = h + attention(_sub(params, p + "attn."), layer_norm(params, p + "ln1", h), heads=cfg.heads)
+        inner = gelu(linear(params, p + "mlp.fc1", layer_norm(params, p + "ln2", h)))
+        h = h + linear(params, p + "mlp.fc2", inner)
+    return layer_norm(params, "ln_f", h) @ params["embed"].T
+
+
+def loss_fn(params: Params, x: Any, y: Any, cfg: Config) -> Any:
+    """Mean cross-entropy of the next character (``y`` one-hot)."""
+    z = logits(params, x, cfg)
+    z = z - np.max(z, axis=-1, keepdims=True)
+    log_probs = z - np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
+    return -np.mean(np.sum(y * log_probs, axis=-1))
+
+
+# -- training ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Run:
+    """What one training run measured."""
+
+    losses: tuple[float, ...]
+    collectives: dict[str, int]
+    buckets: int
+    seconds: float
+
+
+def train(mesh: Optional[dt.DeviceMesh], cfg: Config, steps: int, batch_size: int, lr: float, seed: int = 0,
+          bucket_mb: float = 0.25, every: int = 5, show: bool = False, text_chars: int = 20_000) -> Run:
+    """Train for ``steps`` steps on ``mesh`` with FSDP x TP (or on one device with ``mesh=None``)."""
+    text = corpus(text_chars, seed)
+    vocab = sorted(set(text))
+    params = init_params(np.random.default_rng(seed), cfg, len(vocab))
+    fn = functools.partial(loss_fn, cfg=cfg)
+    opt = dt.optim.adamw(lr, weight_decay=0.01)
+    x, y = batch(text, vocab, cfg, batch_size, 0, seed)
+    where = "one device" if mesh is None else f"{mesh.size()} {mesh.backend} ranks"
+    if mesh is None:
+        value_and_grad = dt.value_and_grad(fn)
+        state_params, collectives_per_step, buckets = params, {}, 0
+    else:
+        tp = mesh.shape[mesh.dim_index("tp")] if "tp" in (mesh.dim_names or ()) else 1
+        step_fn = dt.fsdp(fn, params, x, y, mesh=mesh, tp_plan=plan(cfg) if tp > 1 else None, bucket_mb=bucket_mb)
+        state_params, collectives_per_step, buckets = step_fn.shard(params), step_fn.collectives(), step_fn.buckets
+
+        def value_and_grad(flat: Any, x: Any, y: Any) -> Any:
+            return step_fn.value_and_grad(flat, x, y)
+
+    state = opt.init(state_params)
+    losses = []
+    start = time.perf_counter()
+    with tqdm(range(steps), desc=f"train on {where}", disable=not show, leave=False) as bar:
+        for it in bar:
+            x, y = batch(text, vocab, cfg, batch_size, it, seed)
+            loss, grads = value_and_grad(state_params, x, y)
+            state_params, state = opt.update(grads, state, state_params)
+            losses.append(float(loss))
+            if show and (it % every == 0 or it == steps - 1):
+                bar.write(f"step {it:4d}  loss {losses[-1]:.6f}")
+    return Run(tuple(losses), collectives_per_step, buckets, time.perf_counter() - start)
+
+
+def plot(path: str, runs: dict[str, Run]) -> Optional[str]:
+    """Write the loss curves as a PNG; returns why not when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return 'matplotlib is not installed (pip install -e ".[train]")'
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for label, run in runs.items():
+        ax.plot(run.losses, label=label, linestyle="--" if "one device" in label else "-")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return None
+
+
+def _parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m dtensor_np.examples.train", description=__doc__.split("\n")[0])
+    parser.add_argument("--dp", type=int, default=None, help="data-parallel ranks (default: ranks / tp)")
+    parser.add_argument("--tp", type=int, default=None, help="tensor-parallel ranks (default 2, or 1 on an odd world)")
+    parser.add_argument("--backend", choices=("simulated", "mpi"), default=None, help="default: mpi under mpiexec")
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--batch", type=int, default=8, help="sequences per step (split over dp)")
+    parser.add_argument("--layers", type=int, default=Config.layers)
+    parser.add_argument("--d-model", type=int, default=Config.d_model)
+    parser.add_argument("--heads", type=int, default=Config.heads)
+    parser.add_argument("--d-ff", type=int, default=Config.d_ff)
+    parser.add_argument("--seq", type=int, default=Config.seq)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--bucket-mb", type=float, default=0.25, help="MiB of parameters per flat bucket")
+    parser.add_argument("--every", type=int, default=5, help="print the loss every N steps")
+    parser.add_argument("--plot", default="train_loss.png", help="PNG of the loss curves ('' for none)")
+    parser.add_argument("--no-compare", action="store_true", help="skip the single-device run")
+    parser.add_argument("--tol", type=float, default=1e-9, help="largest relative loss difference from one device")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the example; returns the exit status (0 when the losses match the single-device run)."""
+    args = _parse(argv)
+    under_mpi = collectives.launched_by_mpiexec() and (collectives.mpi_world_size() or 1) > 1
+    world = collectives.mpi_world_size() if under_mpi else None
+    tp = args.tp if args.tp is not None else (2 if (world or 4) % 2 == 0 else 1)
+    dp = args.dp if args.dp is not None else max(1, (world or 4) // tp)
+    cfg = Config(args.layers, args.d_model, args.heads, args.d_ff, args.seq)
+    try:
+        mesh = dt.init_device_mesh((dp, tp), dim_names=("dp", "tp"), backend=args.backend)
+    except dt.ShardingError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    root = 0 in backend_for(mesh).ranks
+    run = train(mesh, cfg, args.steps, args.batch, args.lr, args.seed, args.bucket_mb, args.every, show=root)
+    runs = {f"FSDP x TP, {dp}x{tp} {mesh.backend}": run}
+    diff = 0.0
+    if not args.no_compare:
+        single = train(None, cfg, args.steps, args.batch, args.lr, args.seed)
+        runs["one device"] = single
+        diff = max(abs(a - b) / max(abs(b), 1e-300) for a, b in zip(run.losses, single.losses))
+    if not root:
+        return 0 if diff <= args.tol else 1
+    n_params = sum(v.size for v in init_params(np.random.default_rng(0), cfg, 2).values())
+    print(f"model: {cfg.layers} layers, d_model {cfg.d_model}, {cfg.heads} heads, about {n_params:,} parameters")
+    print(f"mesh: {dp} (dp) x {tp} (tp), {mesh.backend}; {run.buckets} flat buckets")
+    print(f"collectives per step: {run.collectives}")
+    print(f"loss: step 0 {run.losses[0]:.6f} -> step {len(run.losses) - 1} {run.losses[-1]:.6f}; "
+          f"{run.seconds / len(run.losses) * 1e3:.1f} ms per step")
+    if not args.no_compare:
+        verdict = "OK" if diff <= args.tol else f"FAILED (tolerance {args.tol:g})"
+        print(f"largest relative difference from one device over {len(run.losses)} steps: {diff:.3e}  {verdict}")
+    if args.plot:
+        why = plot(args.plot, runs)
+        print(f"loss curve: {args.plot}" if why is None else f"no plot: {why}")
+    return 0 if diff <= args.tol else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,322 @@
+"""FSDP as a graph transformation: flat sharded parameters, gathered before use, gradients reduce-scattered.
+
+``dt.fsdp(loss_fn, params, *batch, mesh=mesh)`` traces ``loss_fn(params,
+*batch)``, differentiates it (:func:`~dtensor_np.autodiff.grad_graph`) and
+rewrites the joint graph for fully sharded data parallelism, composed with
+tensor parallelism when a plan is given on a 2-D ``("dp", "tp")`` mesh:
+
+1. the batch is split along its first axis over the ``dp`` mesh dim;
+   parameters are computed with their *compute spec*: replicated on ``dp``,
+   and ``ColwiseParallel``/``RowwiseParallel`` placements on ``tp``;
+2. ``shard_graph`` marks every node from its sharding rule, as for tensor
+   parallelism; the gradients are left as pending sums on ``dp``;
+3. the parameters are grouped, in the order the forward pass first uses
+   them, into buckets of at most ``bucket_mb`` MiB, and each bucket becomes
+   one flat buffer (:mod:`dtensor_np.passes.flat_params`) of which every rank
+   stores ``1/dp``: the graph's inputs are these flat shards.  Each bucket is
+   one ``all_gather`` on ``dp`` followed by ``unflatten`` (views: no copy in
+   or out), and its gradients one ``flatten`` (each gradient written once)
+   followed by one ``reduce_scatter`` on ``dp``;
+4. the graph is lowered and scheduled: every bucket's all_gather starts at
+   once and is waited for just before its first use, and every
+   reduce_scatter starts as soon as its bucket's gradients exist, so
+   communication overlaps the forward and backward computation.
+
+So a training step issues ``buckets`` all_gathers, ``buckets``
+reduce_scatters, what tensor parallelism needs on ``tp`` (per Megatron
+block: one all_reduce forward and one backward), and one all_reduce of the
+loss.  Parameters stay gathered from the forward to the backward pass (no
+second all_gather, as FSDP with ``reshard_after_forward=False``).  An
+optimiser (:mod:`dtensor_np.optim`) updates the flat shards with no
+communication.
+
+Example:
+    >>> import numpy as np, dtensor_np as dt
+    >>> rng = np.random.default_rng(0)
+    >>> params = {"w1": rng.normal(size=(3, 4)), "w2": rng.normal(size=(4, 1))}
+    >>> x, y = rng.normal(size=(6, 3)), rng.normal(size=(6, 1))
+    >>> loss_fn = lambda p, x, y: np.mean((np.tanh(x @ p["w1"]) @ p["w2"] - y) ** 2)
+    >>> step = dt.fsdp(loss_fn, params, x, y, mesh=dt.DeviceMesh((2,), ("dp",)))
+    >>> flat = step.shard(params)
+    >>> loss, grads = step.value_and_grad(flat, x, y)
+    >>> want_loss, want = dt.value_and_grad(loss_fn)(params, x, y)
+    >>> bool(np.isclose(float(loss), want_loss)), step.buckets, step.collectives()
+    (True, 1, {'all_gather': 1, 'all_reduce': 1, 'reduce_scatter': 1})
+    >>> full = step.unshard(grads)
+    >>> all(np.allclose(full[k], want[k]) for k in params)
+    True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from .autodiff.transform import grad_graph
+from .dtensor import DTensor
+from .errors import ShardingError
+from .graph.distributed import backend_for, graph_collectives, run_sharded_shards
+from .graph.graph import Graph
+from .graph.ir import GraphSharding, Node, NodeSharding, Redistribute, Var
+from .graph.pytree import flatten
+from .graph.tracer import trace
+from .graph.verify import verify
+from .local_tensor import LocalTensor
+from .mesh import DeviceMesh
+from .passes.flat_params import FlatLayout, FlatPack, FlatUnpack
+from .passes.lowering import fresh_ids, lower
+from .passes.pruning import prune
+from .placements import Partial, Placement, Replicate, Shard
+from .spec import DTensorSpec
+from .tensor_parallel.params import flatten_params, plan_placements
+from .tensor_parallel.sharding import replicated
+from .tensor_parallel.styles import ParallelStyle
+from .tensor_parallel.transform import shard_graph, tp_mesh_dim
+
+__all__ = ["fsdp", "FSDPStep"]
+
+PARAMS = 0  # the loss function is loss_fn(params, *batch)
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class FSDPStep:
+    """A loss function rewritten for FSDP (x TP): its graph, and the flat buckets of its parameters.
+
+    ``graph(flat_shards, *batch)`` returns ``(loss, gradient shards)``;
+    :meth:`value_and_grad` wraps it for DTensors.  ``names[b]`` are the
+    parameters of bucket ``b``, laid out by ``layouts[b]``.
+    """
+
+    graph: Graph
+    names: tuple[tuple[str, ...], ...]
+    layouts: tuple[FlatLayout, ...]
+
+    @property
+    def mesh(self) -> DeviceMesh:
+        return self.layouts[0].mesh
+
+    @property
+    def buckets(self) -> int:
+        return len(self.layouts)
+
+    def keys(self) -> tuple[str, ...]:
+        """The flat buffers' names: ``bucket0``, ``bucket1``, ..."""
+        return tuple(f"bucket{b}" for b in range(self.buckets))
+
+    def shard(self, params: Mapping[str, Any]) -> dict[str, DTensor]:
+        """The flat shards of full parameters (every rank passes the same values; no communication).
+
+        Returns one DTensor per bucket (a ``(mesh size, row)`` buffer, each rank its row).
+        """
+        flat = flatten_params(params)
+        missing = sorted({n for names in self.names for n in names} - set(flat))
+        if missing:
+            raise ShardingError(f"expected every parameter of the traced model, missing {missing}")
+        ranks = backend_for(self.mesh).ranks
+        out = {}
+        for key, names, layout in zip(self.keys(), self.names, self.layouts):
+            full = [flat[n] for n in names]
+            for n, x, s in zip(names, full, layout.specs):
+                if np.shape(x) != s.shape:
+                    raise ShardingError(f"parameter {n!r}: expected shape {s.shape}, got {np.shape(x)}")
+            rows = {r: layout.shard_rows(r, full) for r in ranks}
+            out[key] = DTensor(rows, layout.storage_spec())
+        return out
+
+    def value_and_grad(self, flat: Mapping[str, DTensor], *batch: Any) -> tuple[DTensor, dict[str, DTensor]]:
+        """``(loss, gradients)`` for the flat shards and a batch; the gradients are flat shards like ``flat``.
+
+        The batch is passed whole on every rank; each rank uses its part along the first axis.
+        """
+        expected = set(self.keys())
+        if set(flat) != expected:
+            raise ShardingError(f"expected the flat buffers {sorted(expected)}, got {sorted(flat)}")
+        local = {}
+        for key, layout in zip(self.keys(), self.layouts):
+            x = flat[key]
+            if not isinstance(x, DTensor) or x.spec != layout.storage_spec():
+                got = x.spec if isinstance(x, DTensor) else type(x).__name__
+                raise ShardingError(f"{key}: expected a flat shard with spec {layout.storage_spec()}, got {got}")
+            local[key] = x.to_local()
+        shards = run_sharded_shards(self.graph, local, *batch)
+        specs = self.graph.sharding.outputs  # type: ignore[union-attr]
+        results = [DTensor(s, spec) for s, spec in zip(shards, specs)]
+        return results[0], dict(zip(self.keys(), results[1:]))
+
+    def unshard(self, flat: Mapping[str, DTensor]) -> dict[str, np.ndarray]:
+        """The full parameters (or gradients) held in flat shards, as plain arrays on every rank (gathers)."""
+        out: dict[str, np.ndarray] = {}
+        for key, names, layout in zip(self.keys(), self.names, self.layouts):
+            gathered = flat[key].redistribute(layout.gathered_spec().placements)
+            local = gathered.to_local()
+            per_rank = local.shards if isinstance(local, LocalTensor) else {backend_for(self.mesh).ranks[0]: local}
+            views = {r: layout.unflatten(r, buf) for r, buf in per_rank.items()}
+            for m, (name, spec) in enumerate(zip(names, layout.specs)):
+                member = DTensor({r: v[m] for r, v in views.items()}, spec)
+                out[name] = np.asarray(member.full_tensor())
+        return out
+
+    def collectives(self) -> dict[str, int]:
+        """The collectives one step issues, by kind (kinds with none left out)."""
+        return {k: n for k, n in graph_collectives(self.graph).items() if n}
+
+
+def _first_use(graph: Graph, names: Sequence[str]) -> list[str]:
+    """``names`` (parameter paths) in the order the graph's nodes first read them."""
+    var_of = {path: v for (arg, path), v in zip(graph.input_keys, graph.inputs) if arg == PARAMS}
+    order: dict[str, int] = {}
+    by_id = {var_of[n].id: n for n in names}
+    for i, node in enumerate(graph.nodes):
+        for v in node.inputs:
+            if v.id in by_id:
+                order.setdefault(by_id[v.id], i)
+    return sorted(names, key=lambda n: order.get(n, len(graph.nodes)))
+
+
+def _buckets(names: Sequence[str], specs: Mapping[str, DTensorSpec], cap_bytes: float) -> list[list[str]]:
+    """Consecutive parameters of one dtype, each bucket at most ``cap_bytes`` (a larger one alone)."""
+    out: list[list[str]] = []
+    size = 0.0
+    for n in names:
+        nbytes = specs[n].dtype.itemsize * int(np.prod(specs[n].shape))
+        if out and specs[out[-1][0]].dtype == specs[n].dtype and size + nbytes <= cap_bytes:
+            out[-1].append(n)
+            size += nbytes
+        else:
+            out.append([n])
+            size = nbytes
+    return out
+
+
+def fsdp(
+    loss_fn: Callable[..., Any],
+    params: Mapping[str, Any],
+    *batch: Any,
+    mesh: DeviceMesh,
+    dp_dim: Union[int, str] = "dp",
+    tp_plan: Optional[Mapping[str, ParallelStyle]] = None,
+    tp_dim: Union[int, str, None] = None,
+    bucket_mb: float = 25.0,
+) -> FSDPStep:
+    """``loss_fn(params, *batch)`` (a scalar) rewritten for FSDP on ``mesh``, x TP with ``tp_plan``.
+
+    Args:
+        loss_fn: the single-device loss; ``params`` a flat or nested dict of arrays.
+        params, batch: example values (traced for their shapes and dtypes only).
+        mesh: the mesh; ``dp_dim`` (a name or index; the only dim of a 1-D mesh) splits the batch and stores
+            the parameters.
+        tp_plan: layer prefix -> ``ColwiseParallel()``/``RowwiseParallel()`` on mesh dim ``tp_dim``
+            (default: the dim named ``"tp"``).
+        bucket_mb: the most MiB of parameters (global) in one flat bucket.
+
+    Returns:
+        An :class:`FSDPStep`: ``step.shard(params)`` gives the flat shards,
+        ``step.value_and_grad(flat, *batch)`` the loss and the flat gradient shards.
+    """
+    if not isinstance(mesh, DeviceMesh):
+        raise TypeError(f"expected a DeviceMesh, got {type(mesh).__name__}")
+    if not isinstance(params, Mapping):
+        raise TypeError(f"expected the parameters as a dict of arrays, got {type(params).__name__}")
+    if not batch:
+        raise ShardingError("fsdp splits a batch over the dp mesh dim: pass at least one batch array")
+    if isinstance(bucket_mb, bool) or not isinstance(bucket_mb, (int, float)) or not bucket_mb > 0:
+        raise ShardingError(f"bucket_mb must be a positive number of MiB, got {bucket_mb!r}")
+    dp = 0 if mesh.ndim == 1 and dp_dim == "dp" and mesh.dim_names is None else mesh.dim_index(dp_dim)
+    flat = flatten_params(params)
+    placed: dict[str, Placement] = {}
+    tp = None
+    if tp_plan:
+        tp = tp_mesh_dim(mesh, tp_dim)
+        if tp == dp:
+            raise ShardingError(f"the tp and dp mesh dims must differ, got both {dp}")
+        placed = plan_placements(flat, tp_plan)
+    for b in batch:
+        if np.ndim(b) == 0:
+            raise ShardingError("expected batch arrays with a first axis to split over dp, got a scalar")
+
+    joint = grad_graph(trace(loss_fn, params, *batch), (PARAMS,))
+    if joint.outputs[0].aval.shape != ():
+        raise TypeError(f"fsdp needs a loss function returning a scalar, got shape {joint.outputs[0].aval.shape}")
+
+    def spec_of(arg: int, path: str, var: Var) -> DTensorSpec:
+        placements: list[Placement] = [Replicate()] * mesh.ndim
+        if arg == PARAMS:
+            if tp is not None and path in placed:
+                placements[tp] = placed[path]
+        elif var.aval.ndim:
+            placements[dp] = Shard(0)
+        return DTensorSpec(mesh, tuple(placements), var.aval.meta)
+
+    input_specs = tuple(spec_of(arg, path, v) for (arg, path), v in zip(joint.input_keys, joint.inputs))
+    param_idx = [i for i, (arg, _) in enumerate(joint.input_keys) if arg == PARAMS]
+    for i in param_idx:
+        if joint.inputs[i].aval.dtype.kind not in "fc":
+            raise TypeError(f"fsdp trains floating-point parameters, got {joint.inputs[i]}")
+
+    def grad_spec(spec: DTensorSpec) -> DTensorSpec:
+        return spec.with_placements(tuple(Partial("sum") if m == dp else p for m, p in enumerate(spec.placements)))
+
+    out_specs = [replicated(mesh, joint.outputs[0].aval.meta)] + [grad_spec(input_specs[i]) for i in param_idx]
+    shared = tuple(m for m in range(mesh.ndim) if m != dp)  # reduce tp's shared pending sums once (Megatron's f)
+    sharded = shard_graph(joint, input_specs, local_args=(PARAMS,), output_specs=out_specs, reduce_shared=shared)
+    return _flat_graph(sharded, param_idx, dp, bucket_mb * MIB)
+
+
+def _flat_graph(sharded: Graph, param_idx: Sequence[int], dp: int, cap_bytes: float) -> FSDPStep:
+    """The sharded joint graph with its parameters and gradients in flat buckets, lowered and scheduled."""
+    sharding = sharded.sharding
+    assert sharding is not None
+    mesh = sharding.mesh
+    path_of = {i: sharded.input_keys[i][1] for i in param_idx}
+    var_of = {path_of[i]: sharded.inputs[i] for i in param_idx}
+    spec_of = {path_of[i]: sharding.inputs[i] for i in param_idx}
+    grad_of = {path_of[i]: sharded.outputs[1 + k] for k, i in enumerate(param_idx)}
+    grad_spec = {path_of[i]: sharding.outputs[1 + k] for k, i in enumerate(param_idx)}  # type: ignore[index]
+    names = _buckets(_first_use(sharded, list(var_of)), spec_of, cap_bytes)
+
+    ids = fresh_ids(sharded)
+    inputs, keys, in_specs, front, back, outputs, out_specs, layouts = [], [], [], [], [], [], [], []
+    for b, members in enumerate(names):
+        layout = FlatLayout.of([spec_of[n] for n in members], dp)
+        layouts.append(layout)
+        stored, gathered, pending = layout.storage_spec(), layout.gathered_spec(), layout.partial_spec()
+        flat_in = Var(next(ids), layout.aval, f"{sharded.arg_names[PARAMS]}.bucket{b}")
+        flat_all = Var(next(ids), layout.aval)
+        inputs.append(flat_in)
+        keys.append((PARAMS, f"bucket{b}"))
+        in_specs.append(stored)
+        unpack = FlatUnpack(layout)
+        front += [
+            Node(Redistribute(stored, gathered), (flat_in,), (flat_all,), sharding=NodeSharding((stored,), (gathered,))),
+            Node(unpack, (flat_all,), tuple(var_of[n] for n in members), out_kind="tuple",
+                 sharding=NodeSharding((gathered,), layout.specs, unpack.local)),
+        ]
+        pack = FlatPack(layout)
+        grads_in = tuple(grad_of[n] for n in members)
+        if tuple(grad_spec[n] for n in members) != pack.member_specs():
+            raise ShardingError(f"bucket {b}: gradients end in {[str(grad_spec[n]) for n in members]}")
+        flat_grad, reduced = Var(next(ids), layout.aval), Var(next(ids), layout.aval)
+        back += [
+            Node(pack, grads_in, (flat_grad,), sharding=NodeSharding(pack.member_specs(), (pending,), pack.local)),
+            Node(Redistribute(pending, stored), (flat_grad,), (reduced,), sharding=NodeSharding((pending,), (stored,))),
+        ]
+        outputs.append(reduced)
+        out_specs.append(stored)
+    others = [i for i in range(len(sharded.inputs)) if i not in set(param_idx)]
+    loss_spec = sharding.outputs[0]  # type: ignore[index]
+    _, out_tree = flatten((0, {f"bucket{b}": 0 for b in range(len(names))}))
+    graph = Graph(
+        inputs=tuple(inputs) + tuple(sharded.inputs[i] for i in others),
+        nodes=tuple(front) + sharded.nodes + tuple(back),
+        outputs=(sharded.outputs[0], *outputs),
+        input_keys=tuple(keys) + tuple(sharded.input_keys[i] for i in others),
+        arg_names=sharded.arg_names,
+        out_tree=out_tree,
+        sharding=GraphSharding(mesh, tuple(in_specs) + tuple(sharding.inputs[i] for i in others), (PARAMS,),
+                               (loss_spec, *out_specs)),
+    )
+    graph = lower(verify(prune(graph), check_shapes=False))
+    return FSDPStep(replace(graph), tuple(tuple(m) for m in names), tuple(layouts))
