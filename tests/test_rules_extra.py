@@ -126,6 +126,10 @@ def test_two_array_ops_and_meshgrid_match_numpy(world):
                     idx = dt.distribute_tensor(np.array([shape[ax] - 1, 0]), mesh, [Shard(0)])
                     report.same(f"take DTensor indices {ax} {shape} {placement}",
                                 lambda: np.take(a, [shape[ax] - 1, 0], axis=ax), lambda: np.take(x, idx, axis=ax), exact=True)
+            counts = rng.integers(0, 3, size=shape[0])
+            dcounts = dt.distribute_tensor(counts, mesh, [Shard(0)])
+            report.same(f"repeat DTensor repeats {shape} {placement}", lambda: np.repeat(a, counts, axis=0),
+                        lambda: np.repeat(x, dcounts, axis=0), exact=True)
             row = a[:1]
             y = dt.distribute_tensor(row, mesh, [placement])
             report.same(f"broadcast_arrays {shape} {placement}", lambda: np.broadcast_arrays(a, row),
@@ -285,6 +289,9 @@ def test_data_dependent_ops_refused_under_trace():
     for f in (np.unique, np.unique_values, np.unique_counts):
         with pytest.raises(TypeError, match="data-dependent output shape"):
             dt.trace(f, np.arange(3.0))
+    with pytest.raises(TypeError, match="numpy.repeat has a data-dependent output shape"):
+        dt.trace(lambda a, r: np.repeat(a, r), np.arange(3.0), np.arange(3))
+    assert dt.trace(lambda a: np.repeat(a, 2), np.arange(3.0))(np.arange(3.0)).tolist() == [0, 0, 1, 1, 2, 2]
 
 
 def test_refusals_say_what_was_expected():
