@@ -54,9 +54,9 @@ def replicate_fallback(enabled: bool = True) -> Iterator[dict[str, int]]:
         >>> import numpy as np, dtensor_np as dt
         >>> x = dt.distribute_tensor(np.array([3.0, 1.0, 2.0]), dt.DeviceMesh((2,)), [dt.Shard(0)])
         >>> with dt.replicate_fallback() as used:
-        ...     y = np.sort(x)
-        >>> y.full_tensor().tolist(), used["sort"]
-        ([1.0, 2.0, 3.0], 1)
+        ...     y = np.diff(x)
+        >>> y.full_tensor().tolist(), used["diff"]
+        ([-2.0, 1.0], 1)
     """
     used: dict[str, int] = {}
     token = _FALLBACK.set(_FALLBACK.get() + (used,) if enabled else ())
@@ -122,7 +122,11 @@ def run_rule(rule: OpRule, args: tuple, kwargs: Mapping[str, Any]) -> Any:
 
 
 def _results(make: Any, namespace: Any, outputs: tuple[dict[int, Any], ...], decision: Any) -> Any:
-    wrapped = tuple(_wrap(make, namespace, shards, spec) for shards, spec in zip(outputs, decision.outputs))
+    specs = decision.outputs
+    if decision.data_dependent:  # replicated results whose shapes come from the values (unique)
+        specs = tuple(DTensorSpec(s.mesh, s.placements, TensorMeta(tuple(next(iter(o.values())).shape), s.dtype))
+                      for o, s in zip(outputs, specs))
+    wrapped = tuple(_wrap(make, namespace, shards, spec) for shards, spec in zip(outputs, specs))
     if not decision.multiple_outputs:
         return wrapped[0]
     return wrapped if decision.result_type is None else decision.result_type(*wrapped)

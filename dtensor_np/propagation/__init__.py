@@ -15,6 +15,7 @@ Example:
 
 from . import contraction, elementwise, indexing, reduction, shape_ops  # noqa: F401  (register the rules)
 from . import fft, linalg  # noqa: F401  (numpy.fft and numpy.linalg)
+from . import layout_ops, reorder, scans, statistics  # noqa: F401  (cumsum, argmax, var, sort, flip, tile, take...)
 from .einop import OutputSharding, einop_rule, pointwise_rule
 from .registry import Decision, OpRule, decide, registered_ops, rule_for
 from .reduction import ufunc_reduce_rule
@@ -26,7 +27,7 @@ def rule_of(fn: object, method: str = "__call__") -> "OpRule | None":
 
     Example:
         >>> import numpy as np
-        >>> rule_of(np.add).name, rule_of(np.add, "reduce").name, rule_of(np.sort)
+        >>> rule_of(np.add).name, rule_of(np.add, "reduce").name, rule_of(np.diff)
         ('add', 'add.reduce', None)
     """
     try:
