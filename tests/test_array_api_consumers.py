@@ -1,0 +1,211 @@
+"""Array-API consumers nobody here wrote, on DTensors: scikit-learn and SciPy, against plain NumPy.
+
+scikit-learn runs with ``array_api_dispatch=True`` and SciPy with
+``SCIPY_ARRAY_API=1`` (set in ``conftest.py`` before anything imports SciPy;
+scikit-learn's dispatch needs it too).  Inputs are built by
+``dt.array_api.namespace(mesh, default=...)`` with ``"shard_first"`` (rows
+split) and ``"shard_last"`` (columns split), 23 x 5 so shards are uneven and,
+with columns over 4 ranks (2, 2, 1, 0), one is empty.  Each test runs on 4
+simulated ranks and under ``mpiexec -n 2``; every DTensor result is checked
+against the same call on NumPy arrays, whole and on every held local shard,
+and every Python scalar on every rank.
+
+The collectives each consumer issues are counted (``collectives.comm_counter``)
+and the README's table ("Array-API consumers") is what these tests print with
+``-s``; they assert what does not depend on the rules still being written:
+what runs along an unsharded axis issues no collective, and the transforms,
+predictions and metrics never gather the data matrix.
+
+Not tested here, because they do not run yet (see the README):
+``PCA`` (``argmax``/``flip`` need rules), ``LinearDiscriminantAnalysis``,
+``GaussianNB`` and ``accuracy_score`` (``unique_values``), ``Ridge`` with a
+solver other than ``"svd"`` (scikit-learn refuses it under array-API
+dispatch), ``scipy.stats`` moments (``broadcast_to``), and SciPy's
+``special`` ufuncs such as ``expit``/``erf``/``ndtr``, which convert inputs of
+an unknown namespace with ``np.asarray`` (a DTensor refuses to gather silently).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import dtensor_np as dt
+from collectives import comm_counter
+from test_numpy_ops import Checks
+
+sklearn = pytest.importorskip("sklearn")
+scipy = pytest.importorskip("scipy")
+
+from scipy import special, stats  # noqa: E402
+from sklearn.linear_model import Ridge  # noqa: E402
+from sklearn.metrics import mean_absolute_error, mean_squared_error, r2_score  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import MaxAbsScaler, MinMaxScaler, Normalizer, StandardScaler  # noqa: E402
+
+POLICIES = ("shard_first", "shard_last")
+ROWS, COLS = 23, 5
+
+
+def data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(ROWS, COLS)) * np.arange(1.0, COLS + 1) + np.arange(COLS)
+    y = X @ rng.normal(size=COLS) + 0.1 * rng.normal(size=ROWS)
+    return X, y
+
+
+def namespaces(world):
+    mesh = dt.DeviceMesh((world.size,), backend=world.kind)
+    for policy in POLICIES:
+        yield policy, dt.array_api.namespace(mesh, policy)
+
+
+def counts(counter) -> dict[str, int]:
+    return {kind: n for kind, n in counter.counts.items() if n}
+
+
+def check_scalar(checks: Checks, ctx: str, got, expected) -> None:
+    """A Python scalar (the same on every rank, so each rank checks its own)."""
+    ok = isinstance(got, float) and np.isclose(got, expected, rtol=1e-10, atol=1e-12)
+    checks.expect(bool(ok), f"{ctx}: {got!r} ({type(got).__name__}), NumPy {expected!r}")
+
+
+# -- scikit-learn -----------------------------------------------------------------------
+def fit_transform(est_type):
+    def run(X, y):
+        est = est_type().fit(X)
+        attrs = [getattr(est, a) for a in ("mean_", "var_", "scale_", "data_min_", "data_max_", "max_abs_")
+                 if getattr(est, a, None) is not None]
+        return (est.transform(X), *attrs)
+
+    return run
+
+
+def ridge(X, y):
+    est = Ridge(alpha=0.5, solver="svd").fit(X, y)
+    return est.predict(X), est.coef_
+
+
+def pipeline(X, y):
+    est = make_pipeline(StandardScaler(), Ridge(alpha=1.0, solver="svd")).fit(X, y)
+    return (est.predict(X),)
+
+
+ESTIMATORS = {
+    "StandardScaler": fit_transform(StandardScaler),
+    "MinMaxScaler": fit_transform(MinMaxScaler),
+    "MaxAbsScaler": fit_transform(MaxAbsScaler),
+    "Normalizer": fit_transform(Normalizer),
+    "Ridge(solver='svd')": ridge,
+    "Pipeline(StandardScaler, Ridge)": pipeline,
+}
+METRICS = {"r2_score": r2_score, "mean_squared_error": mean_squared_error, "mean_absolute_error": mean_absolute_error}
+
+
+@pytest.mark.worlds(simulated=(4,), mpi=(2,))
+def test_sklearn_estimators_match_numpy(world):
+    X, y = data()
+    checks = Checks(world)
+    report = []
+    for policy, xp in namespaces(world):
+        Xd, yd = xp.asarray(X), xp.asarray(y)
+        for name, run in ESTIMATORS.items():
+            expected = run(X, y)
+            with sklearn.config_context(array_api_dispatch=True), warnings.catch_warnings():
+                # scikit-learn's errstate is NumPy-only: 0/0 of its first partial_fit step warns here
+                warnings.simplefilter("ignore", RuntimeWarning)
+                with comm_counter() as counter:
+                    got = run(Xd, yd)
+            report.append(f"{policy:12} {name:32} {counts(counter)}")
+            # the answers are arrays of this namespace, never NumPy arrays, and match NumPy on every rank
+            checks.expect(all(isinstance(g, dt.DTensor) for g in got), f"{policy} {name}: {[type(g) for g in got]}")
+            checks.expect(all(g.__array_namespace__() is xp for g in got if isinstance(g, dt.DTensor)),
+                          f"{policy} {name}: an answer of another namespace")
+            checks.same(f"{policy} {name}", lambda: expected, lambda: got)
+            # only Ridge (the SVD of X) gathers the data matrix; elsewhere an all_gather moves
+            # at most a vector of per-column statistics
+            stats_only = counter.bytes["all_gather"] <= counter.counts["all_gather"] * COLS * X.itemsize
+            checks.expect(stats_only or "Ridge" in name,
+                          f"{policy} {name}: all_gather of {counter.bytes['all_gather']} bytes")
+    checks.finish()
+    print("\n".join(report))
+
+
+@pytest.mark.worlds(simulated=(4,), mpi=(2,))
+def test_sklearn_metrics_match_numpy(world):
+    X, y = data()
+    pred = y + np.sin(np.arange(ROWS))
+    checks = Checks(world)
+    report = []
+    for policy, xp in namespaces(world):
+        yd, pd = xp.asarray(y), xp.asarray(pred)
+        for name, metric in METRICS.items():
+            with sklearn.config_context(array_api_dispatch=True), comm_counter() as counter:
+                got = metric(yd, pd)
+            report.append(f"{policy:12} {name:32} {counts(counter)}")
+            check_scalar(checks, f"{policy} {name}", got, metric(y, pred))
+            # a metric of sharded vectors reduces them: all_reduces of scalars, never a gather
+            checks.expect(counter.counts["all_gather"] == 0, f"{policy} {name}: {counts(counter)}")
+    checks.finish()
+    print("\n".join(report))
+
+
+@pytest.mark.worlds(simulated=(4,), mpi=(2,))
+def test_sklearn_transform_of_row_shards_only_checks_finiteness(world):
+    """A fitted MinMaxScaler/MaxAbsScaler transforms row-sharded data locally: one all_reduce (check_array's isfinite)."""
+    X, _ = data()
+    xp = dt.array_api.namespace(dt.DeviceMesh((world.size,), backend=world.kind), "shard_first")
+    Xd = xp.asarray(X)
+    checks = Checks(world)
+    for est_type in (MinMaxScaler, MaxAbsScaler):
+        with sklearn.config_context(array_api_dispatch=True):
+            est = est_type().fit(Xd)
+            with comm_counter() as counter:
+                got = est.transform(Xd)
+        checks.expect(counts(counter) == {"all_reduce": 1}, f"{est_type.__name__}.transform: {counts(counter)}")
+        checks.expect(got.placements == Xd.placements, f"{est_type.__name__}: {got.placements}")
+        checks.same(est_type.__name__, lambda: est_type().fit(X).transform(X), lambda: got)
+    checks.finish()
+
+
+# -- SciPy ------------------------------------------------------------------------------
+SCIPY = {
+    "special.logsumexp(axis=1)": lambda X: special.logsumexp(X, axis=1),
+    "special.logsumexp(axis=0)": lambda X: special.logsumexp(X, axis=0),
+    "special.logsumexp": lambda X: special.logsumexp(X),
+    "special.softmax(axis=1)": lambda X: special.softmax(X, axis=1),
+    "special.log_softmax(axis=1)": lambda X: special.log_softmax(X, axis=1),
+    "special.log_softmax(axis=0)": lambda X: special.log_softmax(X, axis=0),
+    "special.xlogy": lambda X: special.xlogy(X * X, X * X + 1),
+    "stats.tmean": lambda X: stats.tmean(X),
+}
+ROW_WISE = ("special.logsumexp(axis=1)", "special.softmax(axis=1)", "special.log_softmax(axis=1)", "special.xlogy")
+
+
+def test_scipy_array_api_is_on():
+    from scipy._lib._array_api import SCIPY_ARRAY_API
+
+    assert os.environ.get("SCIPY_ARRAY_API") == "1" and SCIPY_ARRAY_API, "SciPy was imported before SCIPY_ARRAY_API=1"
+
+
+@pytest.mark.worlds(simulated=(4,), mpi=(2,))
+def test_scipy_functions_match_numpy(world):
+    X, _ = data()
+    checks = Checks(world)
+    report = []
+    for policy, xp in namespaces(world):
+        Xd = xp.asarray(X)
+        for name, call in SCIPY.items():
+            with comm_counter() as counter:
+                got = call(Xd)
+            report.append(f"{policy:12} {name:32} {counts(counter)}")
+            checks.same(f"{policy} {name}", lambda: np.asarray(call(X)), lambda: got)
+            if policy == "shard_first" and name in ROW_WISE:  # along unsharded columns: local
+                checks.expect(counter.total == 0, f"{policy} {name}: {counts(counter)}")
+            checks.expect(counter.counts["all_gather"] == 0 or name == "stats.tmean",
+                          f"{policy} {name}: {counts(counter)}")
+    checks.finish()
+    print("\n".join(report))
