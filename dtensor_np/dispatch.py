@@ -122,7 +122,11 @@ def run_rule(rule: OpRule, args: tuple, kwargs: Mapping[str, Any]) -> Any:
 
 
 def _results(make: Any, namespace: Any, outputs: tuple[dict[int, Any], ...], decision: Any) -> Any:
-    wrapped = tuple(_wrap(make, namespace, shards, spec) for shards, spec in zip(outputs, decision.outputs))
+    specs = decision.outputs
+    if decision.data_dependent:  # replicated results whose shapes come from the values (unique)
+        specs = tuple(DTensorSpec(s.mesh, s.placements, TensorMeta(tuple(next(iter(o.values())).shape), s.dtype))
+                      for o, s in zip(outputs, specs))
+    wrapped = tuple(_wrap(make, namespace, shards, spec) for shards, spec in zip(outputs, specs))
     if not decision.multiple_outputs:
         return wrapped[0]
     return wrapped if decision.result_type is None else decision.result_type(*wrapped)

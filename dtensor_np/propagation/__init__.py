@@ -15,6 +15,7 @@ Example:
 
 from . import contraction, elementwise, indexing, reduction, shape_ops  # noqa: F401  (register the rules)
 from . import fft, linalg  # noqa: F401  (numpy.fft and numpy.linalg)
+from . import layout_ops, reorder, scans, statistics  # noqa: F401  (cumsum, argmax, var, sort, flip, tile, take...)
 from .einop import OutputSharding, einop_rule, pointwise_rule
 from .registry import Decision, OpRule, decide, registered_ops, rule_for
 from .reduction import ufunc_reduce_rule

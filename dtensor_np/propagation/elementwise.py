@@ -177,7 +177,7 @@ def _one_array_rule(fn: Callable[..., Any]) -> OpRule:
     return OpRule(fn.__name__, bind, decide)
 
 
-for _fn in (np.real, np.imag, np.round):
+for _fn in (np.real, np.imag, np.round, np.around):
     register(_fn)(_one_array_rule(_fn))
 
 

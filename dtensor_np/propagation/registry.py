@@ -44,6 +44,9 @@ class Decision:
     dtypes are placeholders until the local results exist.  ``result_type``
     (with ``multiple_outputs``) is the tuple type the outputs come back in, a
     namedtuple where NumPy returns one (``EighResult``...); None: a plain tuple.
+    ``data_dependent``: the outputs' shapes depend on the values (``unique``):
+    the output specs are replicated and their shapes placeholders, which the
+    dispatcher replaces with the local results' shapes (eager calls only).
     """
 
     inputs: tuple[DTensorSpec, ...]
@@ -52,6 +55,7 @@ class Decision:
     multiple_outputs: bool = False
     program: Optional[Callable[..., Any]] = None
     result_type: Optional[Callable[..., tuple]] = None
+    data_dependent: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import string
 from typing import Any, Hashable, Sequence
 
@@ -253,7 +254,7 @@ def _bind_join(name: str):
     def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
         arrays = args[0]
         axis = kwargs.pop("axis", args[1] if len(args) > 1 else 0)
-        if kwargs or axis is None:
+        if kwargs or (axis is None and name != "concatenate"):
             raise ShardingError(f"numpy.{name} on DTensors takes a sequence of DTensors and an int axis")
         arrays = tuple(arrays)
         if not arrays or not all(is_sharded(a) for a in arrays):
@@ -265,6 +266,15 @@ def _bind_join(name: str):
 
 def _join_decision(specs: tuple[DTensorSpec, ...], axis: Any, new_axis: bool) -> Decision:
     specs = tuple(single_sharding(s) for s in specs)
+    if axis is None:  # concatenate the flattened arrays
+        if all(s.ndim == 1 for s in specs):
+            axis = 0
+        else:  # flattening an n-d sharding does not follow the 1-d chunks: every input is gathered (all_gather)
+            specs = tuple(s.with_placements((Replicate(),) * s.mesh.ndim) for s in specs)
+            dtype = np.result_type(*(s.dtype for s in specs))
+            size = sum(math.prod(s.shape) for s in specs)
+            out = DTensorSpec(specs[0].mesh, specs[0].placements, TensorMeta((size,), dtype))
+            return Decision(specs, (out,), lambda rank, *xs: np.concatenate(xs, axis=None))
     ndim = specs[0].ndim
     out_ndim = ndim + new_axis
     axis = axis_index(axis, out_ndim)

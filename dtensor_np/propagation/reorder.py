@@ -1,0 +1,174 @@
+"""Rules that reorder elements: ``sort``, ``argsort``, ``flip``, and the data-dependent ``unique`` family.
+
+* ``sort``/``argsort`` along an unsharded axis: every rank sorts its block;
+  nothing moves.  Along a sharded axis the axis is made whole
+  (:func:`~.whole_axes.whole_decision`): its sharding moves to another dim
+  with one ``all_to_all`` (each rank sends ``(k-1)/k`` of its block once), or,
+  when no other dim can take it (a 1-d array), the axis is gathered with one
+  ``all_gather`` and the result is replicated on that mesh dim.  A
+  distributed sample sort would move the same bytes for 2-d arrays and more
+  rounds for 1-d ones; this choice keeps NumPy's exact order (``stable=``
+  included) and ``argsort``'s global indices for free.  ``axis=None`` sorts
+  the flattened array: gathered, replicated.
+* ``flip`` of an unsharded axis: local.  Of a sharded axis: every rank flips
+  its block, then the rows that change owner move in one ``exchange``
+  (counted as ``all_to_all``; :func:`~.row_moves.move_ranges`); the result
+  keeps the sharding.  Every placement, ``Partial`` included, is kept.
+* ``unique``, ``unique_values``, ``unique_counts``, ``unique_inverse``,
+  ``unique_all``: the number of distinct values depends on the data, so these
+  run eagerly only: the array is gathered (one ``all_gather``) and every rank
+  computes the same replicated result, whose shape comes from the values.
+  Under ``dt.trace`` they raise a ``TypeError`` (:data:`DATA_DEPENDENT_OPS`).
+
+Example:
+    >>> import numpy as np, dtensor_np as dt
+    >>> x = dt.distribute_tensor(np.arange(5), dt.DeviceMesh((2,)), [dt.Shard(0)])
+    >>> with dt.comm_counter() as c:
+    ...     y = np.flip(x)
+    >>> y.full_tensor().tolist(), str(y.spec), dict(c.counts)
+    ([4, 3, 2, 1, 0], 'S(0)', {'all_to_all': 1})
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Hashable
+
+import numpy as np
+
+from ..errors import ShardingError
+from ..placements import Replicate, Shard
+from ..sharded import is_sharded
+from ..spec import DTensorSpec, TensorMeta
+from .common import axis_tuple, freeze, partial_free, single_sharding
+from .registry import Decision, OpRule, register
+from .row_moves import move_ranges
+from .signature_bind import signature_binder
+from .whole_axes import whole_decision
+
+__all__ = ["sort_decision", "flip_decision", "unique_decision", "DATA_DEPENDENT_OPS", "DATA_DEPENDENT_SHAPE"]
+
+DATA_DEPENDENT_SHAPE = ("numpy.{name} has a data-dependent output shape, which a graph cannot have (as in jax.jit): "
+                        "call it eagerly on DTensors, outside dt.trace")
+
+
+# -- sort / argsort ---------------------------------------------------------------
+
+def sort_decision(spec: DTensorSpec, func: Callable[..., Any], kwargs: dict[str, Any]) -> Decision:
+    """``np.sort`` or ``np.argsort`` along ``kwargs["axis"]`` (None: the flattened array) on whole axes."""
+    if kwargs.get("order") is not None:
+        raise ShardingError(f"numpy.{func.__name__} on DTensors: expected order=None (structured dtypes are not held), "
+                            f"got {kwargs['order']!r}")
+    axis = kwargs["axis"]
+    dtype = np.dtype(np.intp) if func is np.argsort else spec.dtype
+    if axis is None:
+        meta = TensorMeta((math.prod(spec.shape),), dtype)
+        return whole_decision(spec, tuple(range(spec.ndim)), [meta], lambda rank, x: func(x, **kwargs))
+    if spec.ndim == 0:
+        raise ShardingError(f"numpy.{func.__name__}: expected an array of at least 1 dim for axis={axis}, got a 0-d array")
+    (axis,) = axis_tuple(axis, spec.ndim)
+    local = dict(kwargs, axis=axis)
+    return whole_decision(spec, (axis,), [TensorMeta(spec.shape, dtype)], lambda rank, x: func(x, **local))
+
+
+for _func in (np.sort, np.argsort):
+    register(_func)(OpRule(_func.__name__, signature_binder(_func, "numpy"),
+                           lambda specs, key, _f=_func: sort_decision(specs[0], _f, dict(key))))
+
+
+# -- flip -------------------------------------------------------------------------
+
+def flip_decision(spec: DTensorSpec, axes: tuple[int, ...]) -> Decision:
+    """``np.flip`` over ``axes``: local flips, one ``exchange`` per sharded flipped dim."""
+    spec = single_sharding(spec)
+    mesh = spec.mesh
+
+    def local(rank: int, x: Any) -> Any:
+        return np.flip(x, axes).copy()
+
+    moves = []
+    for m, p in enumerate(spec.placements):
+        if isinstance(p, Shard) and p.dim in axes and mesh.shape[m] > 1:
+            d, n = p.dim, spec.shape[p.dim]
+            have, want = {}, {}
+            for r in mesh.all_ranks:
+                size, start = spec.local_block(r)[0][d], spec.local_block(r)[1][d]
+                have[r] = (n - start - size, n - start)
+                want[r] = (start, start + size)
+            moves.append((mesh.groups((m,)), d, have, want))
+    if not moves:
+        return Decision((spec,), (spec,), local)
+
+    def program(backend: Any, shards: dict[int, Any]) -> dict[int, Any]:
+        """One ``exchange`` (``Alltoallv`` of the rows that change owner) per sharded flipped dim."""
+        out = {r: local(r, x) for r, x in shards.items()}
+        for groups, d, have, want in moves:
+            out = move_ranges(backend, out, groups, d, have, want)
+        return out
+
+    return Decision((spec,), (spec,), None, program=program)
+
+
+def _bind_flip(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+    given = dict(zip(("m", "axis"), args))
+    given.update(kwargs)
+    m = given.pop("m", None)
+    if not is_sharded(m):
+        raise TypeError(f"numpy.flip: expected a DTensor, got {type(m).__name__}")
+    axis = given.pop("axis", None)
+    if given:
+        raise TypeError(f"numpy.flip() got unexpected arguments {sorted(given)}")
+    axes = tuple(range(m.ndim)) if axis is None else axis_tuple(axis, m.ndim, lists=True)
+    return (m,), tuple(sorted(axes))
+
+
+register(np.flip)(OpRule("flip", _bind_flip, lambda specs, axes: flip_decision(specs[0], axes)))
+
+
+# -- unique -----------------------------------------------------------------------
+
+UNIQUE_FUNCS: tuple[Callable[..., Any], ...] = (np.unique,) + tuple(
+    getattr(np, name) for name in ("unique_values", "unique_counts", "unique_inverse", "unique_all") if hasattr(np, name))
+DATA_DEPENDENT_OPS: frozenset = frozenset(UNIQUE_FUNCS)
+"""NumPy functions whose output shapes depend on the values: eager only (``dt.trace`` refuses them)."""
+
+
+def unique_decision(spec: DTensorSpec, func: Callable[..., Any], kwargs: tuple) -> Decision:
+    """The input gathered (one ``all_gather``), ``func`` on the whole array on every rank, replicated results.
+
+    The output metas' shapes are placeholders: ``data_dependent`` tells the
+    dispatcher to take each result's shape from its (replicated) values.
+    """
+    options = dict(kwargs)
+    whole = partial_free(spec).with_placements((Replicate(),) * spec.mesh.ndim)
+    probe = func(np.zeros(1, spec.dtype) if spec.ndim else np.zeros((), spec.dtype), **options)
+    results = probe if isinstance(probe, tuple) else (probe,)
+    outs = tuple(DTensorSpec(spec.mesh, whole.placements, TensorMeta(np.shape(v), np.asarray(v).dtype)) for v in results)
+    multiple = isinstance(probe, tuple)
+
+    def local(rank: int, x: Any) -> Any:
+        result = func(x, **options)
+        return tuple(result) if multiple else result
+
+    return Decision((whole,), outs, local, multiple_outputs=multiple, result_type=type(probe) if multiple and type(probe) is not tuple else None,
+                    data_dependent=True)
+
+
+def _unique_rule(func: Callable[..., Any]) -> OpRule:
+    def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+        if not args or not is_sharded(args[0]):
+            raise TypeError(f"numpy.{func.__name__}: expected a DTensor first, got {type(args[0]).__name__ if args else None}")
+        names = ("return_index", "return_inverse", "return_counts", "axis") if func is np.unique else ()
+        given = dict(zip(names, args[1:]))
+        if len(args) - 1 > len(names):
+            raise TypeError(f"numpy.{func.__name__}() takes {len(names) + 1} positional arguments, got {len(args)}")
+        given.update(kwargs)
+        if given.get("axis") is not None:
+            raise ShardingError(f"numpy.unique on DTensors: expected axis=None, got {given['axis']!r}")
+        return (args[0],), freeze(given)
+
+    return OpRule(func.__name__, bind, lambda specs, key: unique_decision(specs[0], func, key))
+
+
+for _func in UNIQUE_FUNCS:
+    register(_func)(_unique_rule(_func))

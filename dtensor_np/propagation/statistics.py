@@ -1,0 +1,303 @@
+"""Rules for ``argmax``/``argmin`` and ``var``/``std``: a local pass, then one ``all_gather`` of small per-rank summaries.
+
+Reduced dims that are not sharded are reduced by every rank on its own
+block, with no communication; kept dims keep their sharding (shifted past the
+dropped dims).  When a reduced dim is sharded on mesh dims ``M``:
+
+* ``argmax``/``argmin``: every rank finds its block's arg and turns it into
+  a *global* index; the (value, global index) pairs of the ranks of ``M``
+  travel in one ``all_gather`` (the pair packed as bytes, so any dtype is
+  exact; bytes per rank: ``k`` pairs per result element), and every rank
+  picks the winner: the largest (smallest) value, a NaN before anything else,
+  the smallest global index on ties, as NumPy does.  Empty blocks take part
+  as "no candidate".
+* ``var``/``std``: every rank computes its block's count, mean and sum of
+  squared deviations (``n_r, mean_r, M2_r``); the stacked moments of the
+  ranks of ``M`` travel in one ``all_gather`` (``3k`` numbers per result
+  element) and every rank combines them with Chan et al.'s pairwise formula
+  ``M2 = sum M2_r + sum n_r |mean_r - mean|^2``, then divides by
+  ``n - ddof``.  A single ``all_reduce`` of raw power sums (``n, sum x,
+  sum x^2``) would cancel catastrophically for data far from 0; the gathered
+  moments combine as stably as NumPy's two-pass formula (to ~1e-12).
+  Computed in float64 (complex128), cast to NumPy's result dtype.
+
+The reduced mesh dims are ``Replicate`` in the result; pending values
+(``Partial``) are reduced first.
+
+Example:
+    >>> import numpy as np, dtensor_np as dt
+    >>> a = np.array([[1.0, 9.0], [7.0, 3.0], [9.0, 2.0]])
+    >>> x = dt.distribute_tensor(a, dt.DeviceMesh((2,)), [dt.Shard(0)])
+    >>> with dt.comm_counter() as c:
+    ...     i = np.argmax(x, axis=0)
+    >>> i.full_tensor().tolist(), str(i.spec), dict(c.counts)
+    ([2, 0], 'R', {'all_gather': 1})
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Hashable, Optional, Sequence
+
+import numpy as np
+
+from collectives import array_module
+
+from ..errors import ShardingError
+from ..placements import Placement, Replicate, Shard
+from ..sharded import is_sharded
+from ..spec import DTensorSpec, TensorMeta
+from .common import normalize_axes, partial_free, single_sharding
+from .registry import Decision, OpRule, register
+
+__all__ = ["reduced_placements", "arg_decision", "moments_decision"]
+
+Shards = dict[int, Any]
+
+
+def reduced_placements(spec: DTensorSpec, reduced: Sequence[int], keepdims: bool) -> tuple[Placement, ...]:
+    """The placements of a reduction's result: reduced sharded dims ``Replicate``, kept ``Shard`` dims renumbered."""
+    out: list[Placement] = []
+    for p in spec.placements:
+        if isinstance(p, Shard) and p.dim in reduced:
+            out.append(Replicate())
+        elif isinstance(p, Shard):
+            out.append(Shard(p.dim if keepdims else p.dim - sum(1 for a in reduced if a < p.dim)))
+        else:
+            out.append(p)
+    return tuple(out)
+
+
+def _sharded_reduced(spec: DTensorSpec, reduced: Sequence[int]) -> tuple[int, ...]:
+    return tuple(m for m, p in enumerate(spec.placements)
+                 if isinstance(p, Shard) and p.dim in reduced and spec.mesh.shape[m] > 1)
+
+
+def _out_shape(shape: Sequence[int], reduced: Sequence[int], keepdims: bool) -> tuple[int, ...]:
+    return tuple(1 if i in reduced else s for i, s in enumerate(shape) if keepdims or i not in reduced)
+
+
+# -- argmax / argmin --------------------------------------------------------------
+
+def _beats(kind: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Where value ``a`` wins over ``b`` (a NaN beats any number, as NumPy's arg functions return the first NaN)."""
+    with np.errstate(invalid="ignore"):
+        better = (a > b) if kind == "max" else (a < b)
+    if a.dtype.kind in "fc":
+        better = (np.isnan(a) & ~np.isnan(b)) | (better & ~np.isnan(b))
+    return better
+
+
+def _ties(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    same = a == b
+    if a.dtype.kind in "fc":
+        same = same | (np.isnan(a) & np.isnan(b))
+    return same
+
+
+def arg_decision(spec: DTensorSpec, kind: str, axis: Optional[int], keepdims: bool) -> Decision:
+    """The decision of ``argmax`` (``kind="max"``) or ``argmin`` along ``axis`` (None: the flattened array)."""
+    spec = partial_free(single_sharding(spec))
+    func = np.argmax if kind == "max" else np.argmin
+    if axis is None and math.prod(spec.shape) == 0:
+        raise ValueError(f"attempt to get arg{kind} of an empty sequence")
+    reduced = tuple(range(spec.ndim)) if axis is None else (axis,)
+    if axis is not None and spec.shape[axis] == 0:
+        raise ValueError(f"attempt to get arg{kind} of an empty sequence")
+    shape = _out_shape(spec.shape, reduced, keepdims) if axis is not None else ((1,) * spec.ndim if keepdims else ())
+    out = DTensorSpec(spec.mesh, reduced_placements(spec, reduced, keepdims), TensorMeta(shape, np.dtype(np.intp)))
+
+    def local(rank: int, x: Any) -> Any:
+        return func(x, axis=axis, keepdims=keepdims)
+
+    mesh_dims = _sharded_reduced(spec, reduced)
+    if not mesh_dims:
+        return Decision((spec,), (out,), local)
+    groups = spec.mesh.groups(tuple(sorted(mesh_dims)))
+    itemsize = spec.dtype.itemsize
+
+    def candidate(rank: int, x: Any) -> tuple[Any, Any, Any]:
+        """The block's (values, global indices, valid) as flat arrays, one per result element."""
+        xp = array_module(x)
+        block_shape, origin = spec.local_block(rank)
+        if axis is None:
+            valid = x.size > 0
+            flat = int(func(x)) if valid else 0
+            where = np.unravel_index(flat, x.shape) if valid else (0,) * x.ndim
+            value = x[where] if valid else xp.zeros((), x.dtype)
+            index = int(np.ravel_multi_index(tuple(int(w) + o for w, o in zip(where, origin)), spec.shape)) if valid else 0
+            return (xp.reshape(xp.asarray(value, x.dtype), (1,)), xp.full((1,), index, np.int64),
+                    xp.full((1,), valid, np.uint8))
+        kept = x.shape[:axis] + x.shape[axis + 1:]
+        if x.shape[axis] == 0:
+            n = math.prod(kept)
+            return xp.zeros(n, x.dtype), xp.zeros(n, np.int64), xp.zeros(n, np.uint8)
+        arg = func(x, axis=axis, keepdims=True)
+        value = xp.take_along_axis(x, arg, axis)
+        return value.reshape(-1), (arg.astype(np.int64) + origin[axis]).reshape(-1), xp.ones(arg.size, np.uint8)
+
+    def program(backend: Any, shards: Shards) -> Shards:
+        """One ``all_gather`` of the packed (value, global index, valid) candidates over the sharded reduced mesh dims."""
+        packed = {}
+        for r, x in shards.items():
+            value, index, valid = candidate(r, x)
+            xp = array_module(x)
+            packed[r] = xp.concatenate([xp.ascontiguousarray(value).view(np.uint8).reshape(-1, itemsize),
+                                        index.view(np.uint8).reshape(-1, 8), valid.reshape(-1, 1)], axis=1)
+        gathered = backend.all_gather(packed, groups, axis=0)
+        results = {}
+        for r, buffer in gathered.items():
+            xp = array_module(buffer)
+            k = len(groups[0])
+            rows = xp.ascontiguousarray(buffer).reshape(k, -1, itemsize + 9)
+            values = xp.ascontiguousarray(rows[..., :itemsize]).view(spec.dtype).reshape(k, -1)
+            indices = xp.ascontiguousarray(rows[..., itemsize:itemsize + 8]).view(np.int64).reshape(k, -1)
+            valid = rows[..., -1].astype(bool)
+            best_v, best_i, best_ok = values[0], indices[0], valid[0]
+            for j in range(1, k):
+                v, i, ok = values[j], indices[j], valid[j]
+                wins = ok & (~best_ok | _beats(kind, v, best_v) | (_ties(v, best_v) & (i < best_i)))
+                best_v = xp.where(wins, v, best_v)
+                best_i = xp.where(wins, i, best_i)
+                best_ok = best_ok | ok
+            results[r] = best_i.astype(np.intp).reshape(out.local_shape_of_rank(r))
+        return results
+
+    return Decision((spec,), (out,), None, program=program)
+
+
+def _arg_rule(kind: str) -> OpRule:
+    func = np.argmax if kind == "max" else np.argmin
+
+    def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+        names = ("a", "axis", "out")
+        given = dict(zip(names, args))
+        given.update(kwargs)
+        a = given.pop("a", None)
+        if not is_sharded(a):
+            raise TypeError(f"numpy.{func.__name__}: expected a DTensor, got {type(a).__name__}")
+        if given.pop("out", None) is not None:
+            raise ShardingError(f"numpy.{func.__name__} on DTensors: expected out= as a keyword (it rebinds), got it by position")
+        axis = given.pop("axis", None)
+        keepdims = bool(given.pop("keepdims", False))
+        if given:
+            raise TypeError(f"numpy.{func.__name__}() got unexpected arguments {sorted(given)}")
+        axes = normalize_axes(axis, a.ndim, legacy_0d=True)
+        return (a,), (kind, None if axes is None or not axes else axes[0], keepdims)
+
+    return OpRule(func.__name__, bind, lambda specs, key: arg_decision(specs[0], *key))
+
+
+register(np.argmax)(_arg_rule("max"))
+register(np.argmin)(_arg_rule("min"))
+
+
+# -- var / std ---------------------------------------------------------------------
+
+def _result_dtype(spec: DTensorSpec, dtype: Optional[np.dtype]) -> np.dtype:
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return np.var(np.zeros(2, spec.dtype), dtype=dtype).dtype
+
+
+def moments_decision(spec: DTensorSpec, root: bool, axes: Optional[tuple[int, ...]], ddof: float, keepdims: bool,
+                     dtype: Optional[np.dtype]) -> Decision:
+    """The decision of ``var`` (``std`` when ``root``) over ``axes`` (None: all), with NumPy's ``ddof``."""
+    spec = partial_free(single_sharding(spec))
+    func = np.std if root else np.var
+    reduced = tuple(range(spec.ndim)) if axes is None else axes
+    out_dtype = _result_dtype(spec, dtype)
+    out = DTensorSpec(spec.mesh, reduced_placements(spec, reduced, keepdims),
+                      TensorMeta(_out_shape(spec.shape, reduced, keepdims), out_dtype))
+
+    def local(rank: int, x: Any) -> Any:
+        return func(x, axis=axes, ddof=ddof, keepdims=keepdims, dtype=dtype)
+
+    mesh_dims = _sharded_reduced(spec, reduced)
+    if not mesh_dims:
+        return Decision((spec,), (out,), local)
+    groups = spec.mesh.groups(tuple(sorted(mesh_dims)))
+    work = np.dtype(np.complex128 if spec.dtype.kind == "c" or out_dtype.kind == "c" else np.float64)
+    total = math.prod(spec.shape[a] for a in reduced)
+
+    def moments(x: Any) -> Any:
+        xp = array_module(x)
+        n = math.prod(x.shape[a] for a in reduced)
+        kept = tuple(1 if i in reduced else s for i, s in enumerate(x.shape))
+        if n == 0:
+            return xp.zeros((3,) + kept, work)
+        y = x.astype(work)
+        mean = xp.mean(y, axis=reduced, keepdims=True)
+        d = y - mean
+        m2 = xp.sum((d * xp.conj(d)).real if work.kind == "c" else d * d, axis=reduced, keepdims=True)
+        return xp.stack([xp.full(kept, n, work), mean, m2.astype(work)])
+
+    def program(backend: Any, shards: Shards) -> Shards:
+        """One ``all_gather`` of the stacked (count, mean, M2) of the ranks of the sharded reduced mesh dims."""
+        stacked = {r: moments(x) for r, x in shards.items()}
+        gathered = backend.all_gather(stacked, groups, axis=0)
+        results = {}
+        for r, g in gathered.items():
+            xp = array_module(g)
+            k = len(groups[0])
+            g = g.reshape((k, 3) + g.shape[1:])
+            counts, means, m2s = g[:, 0].real, g[:, 1], g[:, 2].real
+            mean = xp.sum(counts * means, axis=0) / total if total else xp.zeros_like(means[0])
+            spread = means - mean
+            spread = (spread * xp.conj(spread)).real if work.kind == "c" else spread * spread
+            m2 = xp.sum(m2s, axis=0) + xp.sum(counts * spread, axis=0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                if total - ddof <= 0:
+                    warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=2)
+                value = m2 / max(total - ddof, 0)
+            if root:
+                value = xp.sqrt(value)
+            if not keepdims:
+                value = value.reshape(out.local_shape_of_rank(r))
+            results[r] = value.astype(out_dtype)
+        return results
+
+    return Decision((spec,), (out,), None, program=program)
+
+
+def _moments_rule(root: bool) -> OpRule:
+    func = np.std if root else np.var
+    names = ("a", "axis", "dtype", "out", "ddof", "keepdims")
+
+    def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+        given = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k in given:
+                raise TypeError(f"numpy.{func.__name__}() got multiple values for argument {k!r}")
+            given[k] = v
+        a = given.pop("a", None)
+        if not is_sharded(a):
+            raise TypeError(f"numpy.{func.__name__}: expected a DTensor, got {type(a).__name__}")
+        if given.pop("out", None) is not None:
+            raise ShardingError(f"numpy.{func.__name__} on DTensors: expected out= as a keyword (it rebinds), got it by position")
+        ddof = given.pop("ddof", 0)
+        correction = given.pop("correction", np._NoValue)  # type: ignore[attr-defined]
+        if correction is not np._NoValue and correction is not None:  # type: ignore[attr-defined]
+            if ddof != 0:
+                raise ValueError("ddof and correction can't be provided simultaneously.")
+            ddof = correction
+        for name in ("where", "mean"):
+            value = given.pop(name, np._NoValue)  # type: ignore[attr-defined]
+            if value is not np._NoValue and value is not None and value is not True:  # type: ignore[attr-defined]
+                raise ShardingError(f"numpy.{func.__name__} on DTensors: expected no {name}=, got {type(value).__name__}")
+        axis = given.pop("axis", None)
+        keepdims = given.pop("keepdims", False)
+        keepdims = False if keepdims is np._NoValue else bool(keepdims)  # type: ignore[attr-defined]
+        dtype = given.pop("dtype", None)
+        if given:
+            raise TypeError(f"numpy.{func.__name__}() got unexpected arguments {sorted(given)}")
+        axes = normalize_axes(axis, a.ndim)
+        return (a,), (root, axes, float(ddof) if isinstance(ddof, float) else int(ddof), keepdims,
+                      None if dtype is None else np.dtype(dtype))
+
+    return OpRule(func.__name__, bind, lambda specs, key: moments_decision(specs[0], *key))
+
+
+register(np.var)(_moments_rule(False))
+register(np.std)(_moments_rule(True))
