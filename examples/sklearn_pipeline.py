@@ -1,4 +1,4 @@
-"""A scikit-learn Pipeline fitted on row-sharded data: StandardScaler -> Ridge, with array-API dispatch.
+"""A scikit-learn Pipeline fitted on row-sharded data: StandardScaler -> PCA -> Ridge, with array-API dispatch.
 
 scikit-learn's own code, unchanged, runs on DTensors: ``array_api_dispatch=True``
 makes it call ``X.__array_namespace__()``, the namespace of
@@ -7,10 +7,12 @@ the shards, and the fitted ``mean_``, ``coef_``... are DTensors on the same mesh
 Every rank prints the R^2 score, which must equal the same pipeline's on NumPy.
 
 Where it communicates: the scaler's column statistics are all_reduces of one
-row each (a few reduce_scatters and all_gathers of per-column vectors), the
-finiteness checks of each step one all_reduce of a bool, the score a few
-all_reduces of scalars; ``Ridge(solver="svd")`` gathers the scaled matrix for
-its SVD (no distributed SVD rule yet).
+row each (a few reduce_scatters and all_gathers of per-column vectors);
+``PCA(svd_solver="covariance_eigh")`` reduces ``X.T @ X`` (features x features)
+and solves the small eigenproblem on every rank; the finiteness checks of each
+step are one all_reduce of a bool, the score a few all_reduces of scalars;
+``Ridge(solver="svd")`` gathers its (samples x components) input for the SVD
+(the SVD rule gathers a row-sharded matrix).
 
     python examples/sklearn_pipeline.py                 # 4 simulated ranks in this process
     mpiexec -n 2 python examples/sklearn_pipeline.py    # two MPI processes, each prints its score
@@ -25,6 +27,7 @@ os.environ.setdefault("SCIPY_ARRAY_API", "1")  # before SciPy is imported: sciki
 
 import numpy as np  # noqa: E402
 import sklearn  # noqa: E402
+from sklearn.decomposition import PCA  # noqa: E402
 from sklearn.linear_model import Ridge  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
@@ -34,7 +37,8 @@ from examples_common import compare, mesh_from_args  # noqa: E402
 
 
 def make_model():
-    return make_pipeline(StandardScaler(), Ridge(alpha=1.0, solver="svd"))
+    return make_pipeline(StandardScaler(), PCA(n_components=6, svd_solver="covariance_eigh"),
+                         Ridge(alpha=1.0, solver="svd"))
 
 
 def fit_and_score(X, y) -> tuple[object, float]:
@@ -59,6 +63,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     print(compare("R^2", score, score_np), flush=True)
     print(compare("Ridge coef_", model[-1].coef_, model_np[-1].coef_), flush=True)
     print(compare("StandardScaler mean_", model[0].mean_, model_np[0].mean_), flush=True)
+    print(compare("PCA components_", model[1].components_, model_np[1].components_), flush=True)
 
 
 if __name__ == "__main__":
