@@ -28,6 +28,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 sys.path.insert(0, str(EXAMPLES))
 
 import heat_stencil  # noqa: E402
+import kmeans  # noqa: E402
 import logistic_regression  # noqa: E402
 import power_iteration  # noqa: E402
 
@@ -92,7 +93,22 @@ def test_logistic_regression_matches_numpy(world):
     checks.finish()
 
 
-@pytest.mark.parametrize("module", [power_iteration, heat_stencil, logistic_regression])
+@pytest.mark.worlds(simulated=(2, 4), mpi=(2,))
+def test_kmeans_matches_numpy(world):
+    X = kmeans.blobs(np.random.default_rng(4), per_cluster=7)  # 21 points: 11/10 or 6/5/5/5 rows
+    start = [0, 8, 15]
+    centers_np, labels_np = kmeans.kmeans(X, X[start], iters=6)
+    checks = Checks(world)
+    for policy, xp in namespaces(world):
+        Xd = xp.asarray(X)
+        got = checks.same(f"{policy} kmeans", lambda: (centers_np, labels_np),
+                          lambda: kmeans.kmeans(Xd, Xd[start], iters=6), rtol=1e-10)
+        if policy == "shard_first" and got is not None:  # the labels stay with their points
+            checks.expect(got[1].placements == Xd.placements, f"{policy}: labels {got[1].placements}")
+    checks.finish()
+
+
+@pytest.mark.parametrize("module", [power_iteration, heat_stencil, logistic_regression, kmeans])
 @pytest.mark.parametrize("args", [["--ranks", "3"], ["--ranks", "4", "--default", "shard_last"]])
 def test_example_main_runs_simulated(module, args, capsys):
     module.main(args)
@@ -113,7 +129,7 @@ def run_under_mpiexec(script: str) -> str:
 
 
 @mpiexec_only
-@pytest.mark.parametrize("script", ["power_iteration.py", "heat_stencil.py", "logistic_regression.py"])
+@pytest.mark.parametrize("script", ["power_iteration.py", "heat_stencil.py", "logistic_regression.py", "kmeans.py"])
 def test_example_script_under_mpiexec(script):
     out = run_under_mpiexec(script)
     assert "backend='mpi'" in out and out.count("max |DTensor - NumPy|") >= 2  # each of the 2 ranks compared
