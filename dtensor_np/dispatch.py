@@ -54,9 +54,9 @@ def replicate_fallback(enabled: bool = True) -> Iterator[dict[str, int]]:
         >>> import numpy as np, dtensor_np as dt
         >>> x = dt.distribute_tensor(np.array([3.0, 1.0, 2.0]), dt.DeviceMesh((2,)), [dt.Shard(0)])
         >>> with dt.replicate_fallback() as used:
-        ...     y = np.sort(x)
-        >>> y.full_tensor().tolist(), used["sort"]
-        ([1.0, 2.0, 3.0], 1)
+        ...     y = np.diff(x)
+        >>> y.full_tensor().tolist(), used["diff"]
+        ([-2.0, 1.0], 1)
     """
     used: dict[str, int] = {}
     token = _FALLBACK.set(_FALLBACK.get() + (used,) if enabled else ())

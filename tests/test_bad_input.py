@@ -401,9 +401,23 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
     cat.raises("bool() of a DTensor with several elements", ValueError, r"truth value of an array with more than one element is ambiguous",
                lambda: bool(x),
                bug="expected ValueError like NumPy's ('truth value ... is ambiguous'); got True (from __len__)")
-    cat.raises("an op with no rule (np.sort)", ShardingError, r"no sharding rule for numpy\.sort: call it on x\.full_tensor\(\)",
-               lambda: np.sort(x))
-    cat.raises("an op with no rule (np.cumsum)", ShardingError, r"no sharding rule for numpy\.cumsum", lambda: np.cumsum(x))
+    cat.raises("an op with no rule (np.partition)", ShardingError, r"no sharding rule for numpy\.partition: call it on x\.full_tensor\(\)",
+               lambda: np.partition(x, 0))
+    cat.raises("an op with no rule (np.nonzero)", ShardingError, r"no sharding rule for numpy\.nonzero", lambda: np.nonzero(x))
+    # -- the rules of issue 20 item 3: what they refuse ---------------------------------
+    cat.raises("np.take without an axis on a 2-d DTensor", ShardingError,
+               r"numpy\.take on DTensors: expected an axis for an array of 2 dims", lambda: np.take(x, [0]))
+    cat.raises("np.unique with an axis", ShardingError, r"numpy\.unique on DTensors: expected axis=None, got 0",
+               lambda: np.unique(x, axis=0))
+    cat.raises("np.cumulative_sum with include_initial", ShardingError,
+               r"expected include_initial=False, got True", lambda: np.cumulative_sum(x, axis=0, include_initial=True))
+    cat.raises("np.take_along_axis with broadcasting indices", ShardingError,
+               r"numpy\.take_along_axis on DTensors: expected indices of shape \(\d+, 4\) but for axis 1",
+               lambda: np.take_along_axis(x, dt.distribute_tensor(np.zeros((1, 2), np.int64), mesh, [R]), axis=1))
+    cat.raises("np.tril of a 1-d DTensor", ShardingError, r"numpy\.tril on DTensors: expected an array of at least 2 dims, got 1",
+               lambda: np.tril(dt.distribute_tensor(np.ones(3), mesh, [R])))
+    cat.raises("np.unique under dt.trace", TypeError, r"numpy\.unique has a data-dependent output shape",
+               lambda: dt.trace(np.unique, np.arange(3.0)))
     cat.raises("a ufunc method with no rule (np.add.accumulate)", ShardingError, r"no sharding rule for numpy\.add\.accumulate",
                lambda: np.add.accumulate(x))
     cat.raises("a reduction axis out of range", ShardingError, r"axis 5 is out of bounds for array of dimension 2",

@@ -378,3 +378,116 @@ def _stack(call: Call, out: Any, ct: Any) -> Cotangents:
     axis = int(call.arg(1, "axis", 0)) % ct.ndim
     return {(0, i): np.squeeze(g, axis) for i, g in enumerate(_slices(ct, axis, [1] * len(arrays)))}
 
+
+
+# -- issue 20 item 3: scans, moments, sorting and layout ops (one section, appended) ----------
+# Each cotangent is built from ops that have sharding rules (flip, cumsum, argsort,
+# take_along_axis, tril/triu, reshape, sum), so it shards like the forward pass.
+
+
+def _one_axis(call: Call, position: int, name: str, ndim: int, default: Any = None) -> Any:
+    axis = call.arg(position, name, default)
+    return None if axis is None else int(axis) % max(ndim, 1)
+
+
+@defvjp(np.cumsum, *((np.cumulative_sum,) if hasattr(np, "cumulative_sum") else ()))
+def _cumsum(call: Call, out: Any, ct: Any) -> Cotangents:
+    """The cotangent summed from the end: ``flip(cumsum(flip(ct)))`` along the scanned axis."""
+    a = call.args[0]
+    axis = _one_axis(call, 1, "axis", a.ndim)
+    if axis is None:  # the flattened array was scanned: ct is 1-d
+        return {(0,): np.flip(np.cumsum(np.flip(ct, 0), 0), 0).reshape(a.shape).astype(a.dtype)}
+    return {(0,): np.flip(np.cumsum(np.flip(ct, axis), axis=axis), axis).astype(a.dtype)}
+
+
+def _moments_parts(call: Call) -> tuple[Any, Any, int, float]:
+    """(the deviations from the mean, the cotangent's dims restored, the count, ``ddof``) of a var/std call."""
+    a = call.args[0]
+    axes = _axes(call, a.ndim)
+    ddof = call.kwargs.get("ddof", call.args[4] if len(call.args) > 4 else 0)
+    ddof = call.kwargs.get("correction", ddof) or ddof
+    count = int(np.prod([a.shape[i] for i in axes], dtype=np.int64))
+    return a - np.mean(a, axis=axes, keepdims=True), axes, count, ddof
+
+
+def _keep(g: Any, call: Call, axes: tuple[int, ...]) -> Any:
+    keepdims = call.kwargs.get("keepdims", call.args[5] if len(call.args) > 5 else False)
+    return g if keepdims or not call.args[0].ndim else np.expand_dims(g, axes)
+
+
+@defvjp(np.var)
+def _var(call: Call, out: Any, ct: Any) -> Cotangents:
+    """``2 (a - mean) ct / (n - ddof)``."""
+    centred, axes, count, ddof = _moments_parts(call)
+    return {(0,): centred * (_keep(ct, call, axes) * (2.0 / (count - ddof)))}
+
+
+@defvjp(np.std)
+def _std(call: Call, out: Any, ct: Any) -> Cotangents:
+    """``(a - mean) ct / ((n - ddof) std)``."""
+    centred, axes, count, ddof = _moments_parts(call)
+    return {(0,): centred * (_keep(ct / out, call, axes) * (1.0 / (count - ddof)))}
+
+
+@defvjp(np.flip)
+def _flip(call: Call, out: Any, ct: Any) -> Cotangents:
+    return {(0,): np.flip(ct, call.arg(1, "axis"))}
+
+
+@defvjp(np.broadcast_to)
+def _broadcast_to(call: Call, out: Any, ct: Any) -> Cotangents:
+    return {(0,): unbroadcast(ct, call.args[0].shape)}
+
+
+@defvjp(np.tile)
+def _tile(call: Call, out: Any, ct: Any) -> Cotangents:
+    """The copies summed: ``ct`` seen as ``(r0, s0, r1, s1, ...)``, summed over the ``r`` dims."""
+    a = call.args[0]
+    reps = call.arg(1, "reps")
+    reps = tuple(int(r) for r in (reps if isinstance(reps, (tuple, list, np.ndarray)) else (reps,)))
+    ndim = max(a.ndim, len(reps))
+    reps = (1,) * (ndim - len(reps)) + reps
+    shape = (1,) * (ndim - a.ndim) + tuple(a.shape)
+    split = tuple(n for pair in zip(reps, shape) for n in pair)
+    summed = np.sum(ct.reshape(split), axis=tuple(range(0, 2 * ndim, 2)))
+    return {(0,): summed.reshape(a.shape)}
+
+
+@defvjp(np.take)
+def _take(call: Call, out: Any, ct: Any) -> Cotangents:
+    a = call.args[0]
+    axis = _one_axis(call, 2, "axis", a.ndim)
+    index = (slice(None),) * (axis or 0) + (call.arg(1, "indices"),)
+    return {(0,): index_add(np.zeros(a.shape, a.dtype), index, ct)}
+
+
+@defvjp(np.tril)
+def _tril(call: Call, out: Any, ct: Any) -> Cotangents:
+    return {(0,): np.tril(ct, call.arg(1, "k", 0))}
+
+
+@defvjp(np.triu)
+def _triu(call: Call, out: Any, ct: Any) -> Cotangents:
+    return {(0,): np.triu(ct, call.arg(1, "k", 0))}
+
+
+@defvjp(np.sort)
+def _sort(call: Call, out: Any, ct: Any) -> Cotangents:
+    """Each element takes the cotangent of the place it was sorted to: ``ct`` gathered by the inverse of ``argsort``."""
+    a = call.args[0]
+    axis = _one_axis(call, 1, "axis", a.ndim, -1)
+    if axis is None:
+        order = np.argsort(np.reshape(a, (-1,)), stable=True)
+        return {(0,): np.take_along_axis(ct, np.argsort(order, stable=True), 0).reshape(a.shape)}
+    order = np.argsort(a, axis=axis, stable=True)
+    return {(0,): np.take_along_axis(ct, np.argsort(order, axis=axis, stable=True), axis)}
+
+
+@defvjp(np.take_along_axis)
+def _take_along_axis(call: Call, out: Any, ct: Any) -> Cotangents:
+    """Each picked element's cotangent added back where it came from (``index_add`` with the full index)."""
+    a, indices = call.args[0], call.arg(1, "indices")
+    axis = int(call.arg(2, "axis", -1)) % a.ndim
+    grids = list(np.ogrid[tuple(slice(n) for n in indices.shape)])
+    grids[axis] = indices
+    return {(0,): index_add(np.zeros(a.shape, a.dtype), tuple(grids), ct)}

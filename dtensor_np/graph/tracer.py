@@ -46,7 +46,7 @@ from ..mesh import DeviceMesh
 from ..placements import Replicate
 from ..propagation import decide, rule_of
 from ..propagation.index_plan import concrete_index
-from ..propagation.reorder import DATA_DEPENDENT_OPS, DATA_DEPENDENT_SHAPE
+from ..propagation.reorder import DATA_DEPENDENT_SHAPE, data_dependent_call
 from ..sharded import SpecArg
 from ..spec import DTensorSpec
 from .graph import Graph
@@ -176,7 +176,7 @@ class _Recorder:
         """Record ``fn.method(*args, **kwargs)``; tracers for its array results, or its static result."""
         if "out" in kwargs or method == "at":
             raise TypeError(f"traced arrays are immutable: {getattr(fn, '__name__', fn)} with out= or .at cannot be traced")
-        if method == "__call__" and fn in DATA_DEPENDENT_OPS:
+        if method == "__call__" and data_dependent_call(fn, tuple(args), kwargs, lambda a: isinstance(a, Tracer)):
             raise TypeError(DATA_DEPENDENT_SHAPE.format(name=getattr(fn, "__name__", fn)))
         leaves, tree = flatten((tuple(args), dict(kwargs)))
         t_args, t_kwargs = unflatten(tree, [self.lift(x) for x in leaves])

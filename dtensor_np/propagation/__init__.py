@@ -27,7 +27,7 @@ def rule_of(fn: object, method: str = "__call__") -> "OpRule | None":
 
     Example:
         >>> import numpy as np
-        >>> rule_of(np.add).name, rule_of(np.add, "reduce").name, rule_of(np.sort)
+        >>> rule_of(np.add).name, rule_of(np.add, "reduce").name, rule_of(np.diff)
         ('add', 'add.reduce', None)
     """
     try:

@@ -13,7 +13,9 @@ What stays local stays local:
 * ``repeat`` along a sharded axis: every rank repeats its block, then the
   rows that change owner move to the result's chunks in one ``rechunk``
   (counted as ``all_to_all``; none when the chunks already line up).
-  ``axis=None`` on more than one dim: gathered, replicated.
+  ``axis=None`` on more than one dim: gathered, replicated.  ``repeats`` given
+  as a DTensor makes the length data-dependent: eager only, both arrays
+  gathered, the result replicated (``dt.trace`` refuses it).
 * ``unstack`` along a sharded axis: that axis is gathered first (one
   ``all_gather``); other dims keep their sharding.
 * ``take``: NumPy's ``a[:, ..., indices]``, the ``getitem`` rule's
@@ -28,8 +30,8 @@ Example:
     >>> x = dt.distribute_tensor(np.ones((4, 4)), dt.DeviceMesh((2,)), [dt.Shard(0)])
     >>> with dt.comm_counter() as c:
     ...     y = np.tril(x, -1)
-    >>> (y.full_tensor() == np.tril(np.ones((4, 4)), -1)).all(), str(y.spec), dict(c.counts)
-    (True, 'S(0)', {})
+    >>> bool((y.full_tensor() == np.tril(np.ones((4, 4)), -1)).all()), str(y.spec), c.total
+    (True, 'S(0)', 0)
 """
 
 from __future__ import annotations
@@ -287,18 +289,29 @@ def _bind_repeat(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
     if not is_sharded(a):
         raise TypeError(f"numpy.repeat: expected a DTensor, got {type(a).__name__}")
     repeats = given.pop("repeats")
-    if is_sharded(repeats):
-        raise ShardingError("numpy.repeat on DTensors: expected static repeats (an int or a NumPy array), got a DTensor")
     axis = given.pop("axis", None)
     if given:
         raise TypeError(f"numpy.repeat() got unexpected arguments {sorted(given)}")
+    if is_sharded(repeats):  # the result's length depends on the values: eager only, gathered
+        return (a, repeats), ("values", axis)
     counts = np.asarray(repeats)
     if counts.dtype.kind not in "iub":
         raise TypeError(f"Cannot cast array data from {counts.dtype} to int64 according to the rule 'safe'")
     return (a,), (tuple(int(c) for c in counts.reshape(-1)) if counts.ndim else int(counts), axis)
 
 
-register(np.repeat)(OpRule("repeat", _bind_repeat, lambda specs, key: repeat_decision(specs[0], *key)))
+def _decide_repeat(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
+    if key[0] != "values":
+        return repeat_decision(specs[0], *key)
+    # repeats given as a DTensor: both are gathered (one all_gather each) and every rank repeats the whole array;
+    # the replicated result's length comes from the values (data-dependent, refused under dt.trace)
+    axis = key[1]
+    inputs = tuple(s.with_placements((Replicate(),) * s.mesh.ndim) for s in specs)
+    out = DTensorSpec(specs[0].mesh, inputs[0].placements, TensorMeta((0,) * max(specs[0].ndim, 1), specs[0].dtype))
+    return Decision(inputs, (out,), lambda rank, x, r: np.repeat(x, r, axis=axis), data_dependent=True)
+
+
+register(np.repeat)(OpRule("repeat", _bind_repeat, _decide_repeat))
 
 
 # -- unstack --------------------------------------------------------------------------

@@ -25,8 +25,8 @@ Example:
     >>> x = dt.distribute_tensor(np.arange(5), dt.DeviceMesh((2,)), [dt.Shard(0)])
     >>> with dt.comm_counter() as c:
     ...     y = np.flip(x)
-    >>> y.full_tensor().tolist(), str(y.spec), dict(c.counts)
-    ([4, 3, 2, 1, 0], 'S(0)', {'all_to_all': 1})
+    >>> y.full_tensor().tolist(), str(y.spec), c.total, c.counts["all_to_all"]
+    ([4, 3, 2, 1, 0], 'S(0)', 1, 1)
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ from .row_moves import move_ranges
 from .signature_bind import signature_binder
 from .whole_axes import whole_decision
 
-__all__ = ["sort_decision", "flip_decision", "unique_decision", "DATA_DEPENDENT_OPS", "DATA_DEPENDENT_SHAPE"]
+__all__ = ["sort_decision", "flip_decision", "unique_decision", "DATA_DEPENDENT_OPS", "DATA_DEPENDENT_SHAPE",
+           "data_dependent_call"]
 
 DATA_DEPENDENT_SHAPE = ("numpy.{name} has a data-dependent output shape, which a graph cannot have (as in jax.jit): "
                         "call it eagerly on DTensors, outside dt.trace")
@@ -131,6 +132,16 @@ UNIQUE_FUNCS: tuple[Callable[..., Any], ...] = (np.unique,) + tuple(
     getattr(np, name) for name in ("unique_values", "unique_counts", "unique_inverse", "unique_all") if hasattr(np, name))
 DATA_DEPENDENT_OPS: frozenset = frozenset(UNIQUE_FUNCS)
 """NumPy functions whose output shapes depend on the values: eager only (``dt.trace`` refuses them)."""
+
+
+def data_dependent_call(fn: Any, args: tuple, kwargs: dict, is_traced: Callable[[Any], bool]) -> bool:
+    """Whether a call's output shape depends on traced values: a ``unique_*`` call, or ``repeat`` with traced repeats."""
+    if fn in DATA_DEPENDENT_OPS:
+        return True
+    if fn is np.repeat:
+        repeats = args[1] if len(args) > 1 else kwargs.get("repeats")
+        return is_traced(repeats)
+    return False
 
 
 def unique_decision(spec: DTensorSpec, func: Callable[..., Any], kwargs: tuple) -> Decision:

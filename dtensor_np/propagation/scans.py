@@ -19,8 +19,8 @@ Example:
     >>> x = dt.distribute_tensor(np.arange(5.0), dt.DeviceMesh((2,)), [dt.Shard(0)])
     >>> with dt.comm_counter() as c:
     ...     y = np.cumsum(x)
-    >>> y.full_tensor().tolist(), str(y.spec), dict(c.counts)
-    ([0.0, 1.0, 3.0, 6.0, 10.0], 'S(0)', {'scan': 1})
+    >>> y.full_tensor().tolist(), str(y.spec), c.total, c.counts["scan"]
+    ([0.0, 1.0, 3.0, 6.0, 10.0], 'S(0)', 1, 1)
 """
 
 from __future__ import annotations

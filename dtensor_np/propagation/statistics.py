@@ -30,8 +30,8 @@ Example:
     >>> x = dt.distribute_tensor(a, dt.DeviceMesh((2,)), [dt.Shard(0)])
     >>> with dt.comm_counter() as c:
     ...     i = np.argmax(x, axis=0)
-    >>> i.full_tensor().tolist(), str(i.spec), dict(c.counts)
-    ([2, 0], 'R', {'all_gather': 1})
+    >>> i.full_tensor().tolist(), str(i.spec), c.total, c.counts["all_gather"]
+    ([2, 0], 'R', 1, 1)
 """
 
 from __future__ import annotations
