@@ -26,6 +26,9 @@ for _name, _value in (
     ("OPENBLAS_NUM_THREADS", "1"),
     ("MKL_NUM_THREADS", "1"),
     ("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1"),
+    # SciPy reads this once, when it is first imported: its array-API paths (and
+    # scikit-learn's array_api_dispatch, which needs them) for tests/test_array_api_consumers.py.
+    ("SCIPY_ARRAY_API", "1"),
 ):
     os.environ.setdefault(_name, _value)
 
