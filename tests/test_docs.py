@@ -101,9 +101,9 @@ def test_the_api_reference_documents_every_public_module():
 
 def test_operation_table_names_exactly_the_registered_rules():
     from dtensor_np.propagation import coverage
-    from dtensor_np.propagation.registry import _RULES
+    from dtensor_np.propagation.registry import registered_callables
 
-    registered = {coverage.qualified_name(f) for f in _RULES}
+    registered = {coverage.qualified_name(f) for f in registered_callables()}
     rows = coverage.coverage_rows()
     assert {r.name for r in rows} == registered
     assert len(rows) == len(registered)

@@ -39,7 +39,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .registry import _RULES
+from .registry import registered_callables
 
 __all__ = ["KINDS", "Probe", "CoverageRow", "coverage_rows", "markdown_table", "qualified_name", "rule_names"]
 
@@ -89,7 +89,7 @@ def qualified_name(func: Any) -> str:
 
 def rule_names() -> set[str]:
     """The qualified names of every registered callable (the registry, read directly)."""
-    return {qualified_name(f) for f in _RULES}
+    return {qualified_name(f) for f in registered_callables()}
 
 
 def _spd(shape: tuple[int, ...]) -> np.ndarray:
@@ -246,7 +246,7 @@ def _traceable(probe: Probe) -> bool:
 def _rows() -> tuple[CoverageRow, ...]:
     import dtensor_np as dt
 
-    _RULE_KEYS.update({qualified_name(f): f for f in _RULES})
+    _RULE_KEYS.update({qualified_name(f): f for f in registered_callables()})
     probes = _probes()
     mesh = dt.init_device_mesh((2,), backend="simulated")
     rows = []
