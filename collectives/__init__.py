@@ -13,6 +13,17 @@ Example:
     >>> shards = {r: np.array([r]) for r in range(4)}
     >>> backend.all_gather(shards, ((0, 2), (1, 3)))[1]
     array([1, 3])
+
+The types of the arguments: ``Array`` (a NumPy or CuPy array), ``Group`` (a
+tuple of world ranks), ``Groups`` (a tuple of groups), ``Shards`` (rank ->
+array), ``Shapes`` (rank -> shape), ``Sizes`` (rank -> sizes along an axis),
+``ReduceOp`` (one of ``REDUCE_OPS``); ``KINDS`` names every collective:
+
+    >>> from collectives import KINDS, REDUCE_OPS, Array, Group, Groups, ReduceOp, Shapes, Shards, Sizes
+    >>> "all_gather" in KINDS, REDUCE_OPS
+    (True, ('sum', 'avg', 'max', 'min'))
+    >>> groups: Groups = ((0, 2), (1, 3)); shapes: Shapes = {0: (2,)}; sizes: Sizes = {0: (1, 1)}
+    >>> shards: Shards = {0: np.ones(2)}; group: Group = groups[0]; op: ReduceOp = "sum"; a: Array = shards[0]
 """
 from .arguments import GroupLayout, group_layout
 from .backend import Backend, Prepared

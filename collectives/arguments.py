@@ -36,6 +36,12 @@ class GroupLayout:
 
     ``group_index[r]`` is the index of rank ``r``'s group in ``groups`` (the
     ``Comm.Split`` colour) and ``position[r]`` its index inside that group.
+
+    Example:
+        >>> from collectives import group_layout
+        >>> layout = group_layout(((0, 2), (1, 3)), 4)
+        >>> layout.group_index, layout.position
+        ((0, 1, 0, 1), (0, 0, 1, 1))
     """
 
     groups: Groups

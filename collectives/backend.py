@@ -47,6 +47,14 @@ class Prepared:
     :class:`~collectives.Handle` whose ``wait()`` returns them.  ``shapes`` and
     ``out_shapes`` map each held rank to its input and output shape;
     ``mpi_call`` names the MPI function (``"simulated"`` on the simulated backend).
+
+    Example:
+        >>> import numpy as np
+        >>> from collectives import SimulatedBackend
+        >>> b = SimulatedBackend(2)
+        >>> prepared = b.prepare_all_gather(((0, 1),), {0: (2,), 1: (2,)}, np.dtype("f8"))
+        >>> prepared.run({0: np.zeros(2), 1: np.ones(2)})[1].tolist()
+        [0.0, 0.0, 1.0, 1.0]
     """
 
     __slots__ = ("kind", "dtype", "shapes", "out_shapes", "mpi_call", "run", "start")

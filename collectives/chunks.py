@@ -24,7 +24,12 @@ __all__ = ["chunk_size_and_offset", "chunk_sizes", "offsets"]
 
 @functools.lru_cache(maxsize=4096)
 def chunk_sizes(length: int, pieces: int) -> tuple[int, ...]:
-    """The lengths of the ``pieces`` chunks of ``length`` elements."""
+    """The lengths of the ``pieces`` chunks of ``length`` elements.
+
+    Example:
+        >>> chunk_sizes(10, 4)
+        (3, 3, 3, 1)
+    """
     if pieces < 1:
         raise ValueError(f"expected at least one chunk, got {pieces}")
     step = -(-length // pieces)
@@ -32,14 +37,24 @@ def chunk_sizes(length: int, pieces: int) -> tuple[int, ...]:
 
 
 def chunk_size_and_offset(length: int, pieces: int, index: int) -> tuple[int, int]:
-    """Length and start of chunk ``index`` of ``pieces`` chunks of ``length`` elements."""
+    """Length and start of chunk ``index`` of ``pieces`` chunks of ``length`` elements.
+
+    Example:
+        >>> chunk_size_and_offset(10, 4, 3)
+        (1, 9)
+    """
     step = -(-length // pieces)
     start = min(length, index * step)
     return max(0, min(step, length - start)), start
 
 
 def offsets(sizes: Sequence[int]) -> list[int]:
-    """Where each piece starts when pieces of ``sizes`` are laid end to end."""
+    """Where each piece starts when pieces of ``sizes`` are laid end to end.
+
+    Example:
+        >>> offsets((3, 3, 1))
+        [0, 3, 6]
+    """
     starts = [0] * len(sizes)
     total = 0
     for i, size in enumerate(sizes):

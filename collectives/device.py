@@ -37,7 +37,13 @@ _MPIX_GPU_SUPPORT_CUDA = 0  # MPICH's enum value for CUDA in MPIX_GPU_query_supp
 
 
 def is_device_array(x: object) -> bool:
-    """True when ``x`` is a ``cupy.ndarray`` (False whenever CuPy is not imported)."""
+    """True when ``x`` is a ``cupy.ndarray`` (False whenever CuPy is not imported).
+
+    Example:
+        >>> import numpy as np
+        >>> is_device_array(np.ones(2))
+        False
+    """
     cupy = sys.modules.get("cupy")
     return cupy is not None and isinstance(x, cupy.ndarray)
 
@@ -123,7 +129,12 @@ def detect_cuda_aware_mpi(
 
 @functools.cache
 def cuda_aware_mpi() -> bool:
-    """Whether CuPy buffers may be handed straight to MPI (decided once per process)."""
+    """Whether CuPy buffers may be handed straight to MPI (decided once per process).
+
+    Example:
+        >>> isinstance(cuda_aware_mpi(), bool)
+        True
+    """
     return detect_cuda_aware_mpi()
 
 

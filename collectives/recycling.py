@@ -118,7 +118,12 @@ _FREE = _free_count()
 
 
 def allocator(shape: tuple[int, ...], dtype: Any) -> Any:
-    """``None`` (allocate with ``np.empty``) for small arrays, else the ``take`` of a new slot."""
+    """``None`` (allocate with ``np.empty``) for small arrays, else the ``take`` of a new slot.
+
+    Example:
+        >>> allocator((2,), "f8") is None     # a small array: plain np.empty
+        True
+    """
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if MAX_BYTES == 0 or nbytes < max(MIN_BYTES, 1) or nbytes > MAX_BYTES:
@@ -127,7 +132,11 @@ def allocator(shape: tuple[int, ...], dtype: Any) -> Any:
 
 
 def release_buffers() -> None:
-    """Let every slot go of its kept base (the memory is freed once no result uses it)."""
+    """Let every slot go of its kept base (the memory is freed once no result uses it).
+
+    Example:
+        >>> release_buffers()    # safe at any time
+    """
     global _held_bytes
     with _lock:
         for slot in _held.values():

@@ -43,7 +43,12 @@ _INTERNAL = ("collectives", "dtensor_np", "numpy", "contextlib", "functools", "t
 
 
 class SpmdError(CollectiveError):
-    """The ranks issue different collectives (or issue one from different lines): raised on every rank by the SPMD check."""
+    """The ranks issue different collectives (or issue one from different lines): raised on every rank by the SPMD check.
+
+    Example:
+        >>> issubclass(SpmdError, RuntimeError) or issubclass(SpmdError, Exception)
+        True
+    """
 
 
 @contextlib.contextmanager
@@ -52,6 +57,11 @@ def check_spmd(enabled: bool = True) -> Iterator[None]:
 
     Every rank must enter and leave the block together (it changes what each
     collective does).
+
+    Example:
+        >>> with check_spmd():
+        ...     checking_spmd()
+        True
     """
     saved = checking[:]
     checking[:] = [True] if enabled else []
@@ -62,7 +72,13 @@ def check_spmd(enabled: bool = True) -> Iterator[None]:
 
 
 def checking_spmd() -> bool:
-    """True while collectives are checked."""
+    """True while collectives are checked.
+
+    Example:
+        >>> with check_spmd(False):
+        ...     checking_spmd()
+        False
+    """
     return bool(checking)
 
 

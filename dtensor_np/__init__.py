@@ -13,6 +13,11 @@ Example:
     >>> x = dt.distribute_tensor(np.arange(8.0).reshape(4, 2), mesh, [dt.Shard(0), dt.Replicate()])
     >>> float(x.redistribute([dt.Replicate(), dt.Shard(1)]).full_tensor().sum())
     28.0
+
+``Placement`` is the type of a placement (``Shard``, ``Replicate`` or ``Partial``):
+
+    >>> all(isinstance(p, dt.Placement) for p in x.placements)
+    True
 """
 
 from collectives import CommCounter, SpmdError, check_spmd, comm_counter

@@ -31,7 +31,14 @@ __all__ = ["Sharding", "mesh_of_device"]
 
 @dataclass(frozen=True, slots=True, init=False)
 class Sharding:
-    """A mesh and one placement per mesh dim: a device that also says how an array is placed on it."""
+    """A mesh and one placement per mesh dim: a device that also says how an array is placed on it.
+
+    Example:
+        >>> import dtensor_np as dt
+        >>> s = Sharding(dt.DeviceMesh((2,)), [dt.Shard(0)])
+        >>> s.placements, s.device is s.mesh
+        ((Shard(dim=0),), True)
+    """
 
     mesh: DeviceMesh
     placements: tuple[Placement, ...]

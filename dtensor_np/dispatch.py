@@ -67,7 +67,16 @@ def replicate_fallback(enabled: bool = True) -> Iterator[dict[str, int]]:
 
 
 def fallback_counts() -> dict[str, int]:
-    """How often each op has run through the replicating fallback in this process."""
+    """How often each op has run through the replicating fallback in this process.
+
+    Example:
+        >>> import numpy as np, dtensor_np as dt
+        >>> x = dt.distribute_tensor(np.arange(4.0), dt.DeviceMesh((2,)), [dt.Shard(0)])
+        >>> with dt.replicate_fallback():
+        ...     _ = np.sort(x)
+        >>> fallback_counts()["sort"] >= 1
+        True
+    """
     return dict(_FALLBACK_COUNTS)
 
 

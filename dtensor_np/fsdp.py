@@ -88,6 +88,13 @@ class FSDPStep:
     ``graph(flat_shards, *batch)`` returns ``(loss, gradient shards)``;
     :meth:`value_and_grad` wraps it for DTensors.  ``names[b]`` are the
     parameters of bucket ``b``, laid out by ``layouts[b]``.
+
+    Example:
+        >>> import numpy as np, dtensor_np as dt
+        >>> params = {"a": np.ones((2, 2)), "b": np.ones(2)}
+        >>> step = dt.fsdp(lambda p, x: np.sum(x @ p["a"] + p["b"]), params, np.ones((2, 2)), mesh=dt.DeviceMesh((2,), ("dp",)))
+        >>> step.buckets, sorted(step.unshard(step.shard(params)))
+        (1, ['a', 'b'])
     """
 
     graph: Graph
@@ -215,6 +222,13 @@ def fsdp(
     Returns:
         An :class:`FSDPStep`: ``step.shard(params)`` gives the flat shards,
         ``step.value_and_grad(flat, *batch)`` the loss and the flat gradient shards.
+
+    Example:
+        >>> import numpy as np, dtensor_np as dt
+        >>> params = {"w": np.ones((3, 1))}
+        >>> step = fsdp(lambda p, x: np.mean(x @ p["w"]), params, np.ones((4, 3)), mesh=dt.DeviceMesh((2,), ("dp",)))
+        >>> float(step.value_and_grad(step.shard(params), np.ones((4, 3)))[0])
+        3.0
     """
     if not isinstance(mesh, DeviceMesh):
         raise TypeError(f"expected a DeviceMesh, got {type(mesh).__name__}")

@@ -297,6 +297,12 @@ def explain(plan: tuple[Step, ...], src_spec: DTensorSpec) -> str:
     its order, e.g. ``S(0)S(0)[order 0:[1, 0]]``.  A plan the search did not
     prove cheapest ends in `` [approximate search]`` (the best of its
     restricted move families) or `` [greedy fallback]`` (the greedy plan).
+
+    Example:
+        >>> import dtensor_np as dt
+        >>> src = dt.DTensorSpec(dt.DeviceMesh((2,)), (dt.Shard(0),), dt.TensorMeta((4,), "f8"))
+        >>> explain(dt.plan_redistribute(src, src.with_placements((dt.Replicate(),))), src)
+        'S(0)->R'
     """
     text = "->".join([str(src_spec)] + [str(step.after) for step in plan])
     return text + _METHOD_NOTES.get(getattr(plan, "method", "exact"), "")

@@ -22,6 +22,13 @@ def test_readme_has_the_two_set_up_commands_and_ci_runs_the_test_one():
     assert test_command in (ROOT / ".ci" / "run").read_text()
 
 
+def test_readme_has_the_docs_command_and_ci_runs_it():
+    docs_command = 'pip install -e ".[docs]" && python -m sphinx -W -b html docs docs/_build/html'
+    assert docs_command in _commands()
+    assert docs_command in (ROOT / ".ci" / "run").read_text()
+    assert "docs =" in (ROOT / "setup.cfg").read_text()
+
+
 def test_readme_example_runs(tmp_path, capsys):
     code = re.search(r"## A 20-line example\n\n```python\n(.*?)```", README, re.S).group(1)
     assert len(code.strip().splitlines()) <= 20

@@ -76,7 +76,14 @@ class Extension:
 
 
 class ArrayNamespace:
-    """The Array API namespace of one mesh and default placement policy (see :mod:`dtensor_np.array_api`)."""
+    """The Array API namespace of one mesh and default placement policy (see :mod:`dtensor_np.array_api`).
+
+    Example:
+        >>> import dtensor_np as dt
+        >>> xp = dt.array_api.namespace(dt.DeviceMesh((2,)))
+        >>> isinstance(xp, ArrayNamespace), xp.ones((4,)).placements
+        (True, (Shard(dim=0),))
+    """
 
     __array_api_version__ = "2024.12"
 
@@ -167,7 +174,14 @@ class ArrayNamespace:
 
 
 def namespace(mesh: DeviceMesh, default: Policy = "shard_first") -> ArrayNamespace:
-    """The Array API namespace of ``mesh`` with the ``default`` placement policy (one object per pair)."""
+    """The Array API namespace of ``mesh`` with the ``default`` placement policy (one object per pair).
+
+    Example:
+        >>> import dtensor_np as dt
+        >>> xp = namespace(dt.DeviceMesh((2,)), default="replicate")
+        >>> xp.zeros((3,)).placements
+        (Replicate(),)
+    """
     return _namespace(mesh, default)
 
 

@@ -130,6 +130,12 @@ def value_and_grad(fn: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool =
 
     With ``has_aux``, ``fn`` returns ``(scalar, aux)`` and the value is that pair.
     Gradients have the structure (and, for DTensors, the placements) of their arguments.
+
+    Example:
+        >>> import numpy as np
+        >>> v, g = value_and_grad(lambda x: np.sum(x ** 2))(np.array([1.0, 3.0]))
+        >>> float(v), g.tolist()
+        (10.0, [2.0, 6.0])
     """
     nums = _argnums(argnums)
 
@@ -144,7 +150,13 @@ def value_and_grad(fn: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool =
 
 
 def grad(fn: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False) -> Callable[..., Any]:
-    """A function returning the gradient of the scalar ``fn`` w.r.t. ``args[argnums]`` (and ``aux`` with ``has_aux``)."""
+    """A function returning the gradient of the scalar ``fn`` w.r.t. ``args[argnums]`` (and ``aux`` with ``has_aux``).
+
+    Example:
+        >>> import numpy as np
+        >>> grad(lambda x: np.sum(x ** 2))(np.array([1.0, 3.0])).tolist()
+        [2.0, 6.0]
+    """
     both = value_and_grad(fn, argnums, has_aux)
 
     def wrapped(*args: Any) -> Any:
@@ -158,6 +170,12 @@ def vjp(fn: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tup
     """``(fn(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns the cotangent of every primal (a tuple).
 
     The forward pass runs again inside ``vjp_fn`` (its values are not kept).
+
+    Example:
+        >>> import numpy as np
+        >>> y, back = vjp(lambda x: 2 * x, np.array([1.0, 3.0]))
+        >>> y.tolist(), back(np.ones(2))[0].tolist()
+        ([2.0, 6.0], [2.0, 2.0])
     """
     nums = tuple(range(len(primals)))
     out = fn(*primals)

@@ -67,6 +67,13 @@ def grad_graph(graph: Graph, argnums: Sequence[int] = (0,), *, seeds: bool = Fal
     cotangents (shaped like the outputs), instead of starting from ones: a VJP.
     ``differentiated`` names the output leaves that start with ones (default:
     all); the others (an auxiliary output) start with no cotangent.
+
+    Example:
+        >>> import numpy as np, dtensor_np as dt
+        >>> g = dt.trace(lambda x: np.sum(x * x), dt.ShapeDtype((2,), "f8"))
+        >>> joint = grad_graph(g)
+        >>> len(joint.outputs) > len(g.outputs)
+        True
     """
     if graph.sharding is not None:
         raise TypeError("grad_graph differentiates an unsharded graph; shard the joint graph afterwards")

@@ -38,6 +38,12 @@ class Graph:
     ``inputs[i]``; ``arg_names`` are the traced function's parameter names;
     ``out_tree`` rebuilds the returned pytree.  ``sharding`` is None until a
     pass places the graph on a mesh.
+
+    Example:
+        >>> import numpy as np, dtensor_np as dt
+        >>> g = dt.trace(lambda x: np.exp(x) + 1, dt.ShapeDtype((2,), "f8"))
+        >>> [n.op for n in g.nodes], g(np.zeros(2)).tolist()
+        (['exp', 'add'], [2.0, 2.0])
     """
 
     inputs: tuple[Var, ...]

@@ -28,6 +28,12 @@ Example:
     >>> local = {k: dt.distribute_tensor(v, mesh, [dt.Shard(0)]).to_local() for k, v in params.items()}
     >>> all(np.array_equal(bucketed(local)[k], fsdp(local)[k]) for k in params)
     True
+
+``BUCKETED_KINDS`` are the collectives the bucketing passes merge; ``WAIT``
+is the op of the node that waits for an asynchronous collective:
+
+    >>> BUCKETED_KINDS, WAIT.name
+    (('all_gather', 'reduce_scatter', 'all_reduce'), 'wait')
 """
 
 from .bucketing import BUCKETED_KINDS, bucket_all_gather, bucket_all_reduce, bucket_reduce_scatter, plan_buckets

@@ -28,6 +28,7 @@ __all__ = [
     "rule_for",
     "decide",
     "registered_ops",
+    "registered_callables",
 ]
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +101,17 @@ def rule_for(func: Any) -> OpRule:
 def registered_ops() -> list[str]:
     """Names of every NumPy callable with a rule, sorted."""
     return sorted({getattr(f, "__name__", str(f)) for f in _RULES})
+
+
+def registered_callables() -> list[Any]:
+    """Every NumPy callable (function, ufunc) with a rule: the registry's keys.
+
+    Example:
+        >>> import numpy as np
+        >>> np.add in registered_callables(), np.linalg.matmul in registered_callables()
+        (True, True)
+    """
+    return list(_RULES)
 
 
 @lru_cache(maxsize=8192)

@@ -36,7 +36,13 @@ WEIGHT_LAYOUTS = ("out_in", "in_out")
 
 @dataclass(frozen=True)
 class ParallelStyle:
-    """How one linear layer is split; ``weight_layout`` is ``"out_in"`` (default) or ``"in_out"``."""
+    """How one linear layer is split; ``weight_layout`` is ``"out_in"`` (default) or ``"in_out"``.
+
+    Example:
+        >>> from dtensor_np import ColwiseParallel
+        >>> ColwiseParallel().weight_layout
+        'out_in'
+    """
 
     weight_layout: str = "out_in"
     # the weight dim that is sharded under "out_in" (None: replicated), and the bias placement
