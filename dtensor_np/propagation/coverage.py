@@ -158,6 +158,26 @@ def _probes() -> dict[str, Probe]:
     p["numpy.linalg.matrix_power"] = Probe(lambda x, R: np.linalg.matrix_power(x, 2), **batch)
     p["numpy.linalg.solve"] = Probe(lambda x, R: np.linalg.solve(x, R(np.ones((2, 4, 1)))), **batch)
     p["numpy.linalg.vector_norm"] = Probe(lambda x, R: np.linalg.vector_norm(x, axis=-1), untouched=0, axis=1)
+    # scans, statistics, arg-reductions and sorts along an axis
+    for name in ("cumsum", "cumprod", "cumulative_sum", "cumulative_prod", "var", "std", "argmax", "argmin",
+                 "sort", "argsort", "flip"):
+        p[f"numpy.{name}"] = Probe(lambda x, R, f=getattr(np, name): f(x, axis=0), untouched=1, axis=0)
+    for name in ("unique", "unique_values"):
+        p[f"numpy.{name}"] = Probe(lambda x, R, f=getattr(np, name): f(x), untouched=0, axis=0)
+    for name in ("unique_all", "unique_counts", "unique_inverse"):
+        p[f"numpy.{name}"] = Probe(lambda x, R, f=getattr(np, name): f(x)[0], untouched=0, axis=0)
+    p["numpy.around"] = Probe(lambda x, R: np.around(x, 1))
+    p["numpy.tril"] = Probe(lambda x, R: np.tril(x))
+    p["numpy.triu"] = Probe(lambda x, R: np.triu(x, 1))
+    p["numpy.broadcast_to"] = Probe(lambda x, R: np.broadcast_to(x, (2, 4, 4)))
+    p["numpy.broadcast_arrays"] = Probe(lambda x, R: np.broadcast_arrays(x, R(np.ones((1, 4))))[0])
+    p["numpy.meshgrid"] = Probe(lambda x, R: np.meshgrid(x, x)[0], shape=(4,), untouched=0)
+    p["numpy.repeat"] = Probe(lambda x, R: np.repeat(x, 2, axis=0), untouched=1, axis=0)
+    p["numpy.tile"] = Probe(lambda x, R: np.tile(x, (2, 1)), untouched=1, axis=0)
+    p["numpy.unstack"] = Probe(lambda x, R: np.unstack(x, axis=0)[0], untouched=1, axis=0)
+    p["numpy.take"] = Probe(lambda x, R: np.take(x, [0, 3], axis=0), untouched=1, axis=0)
+    p["numpy.take_along_axis"] = Probe(lambda x, R: np.take_along_axis(x, R(np.zeros((4, 4), dtype=np.int64)), axis=0),
+                                       untouched=1, axis=0)
     # numpy.fft: along the last axis, or the last two
     for name in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fftshift", "ifftshift"):
         p[f"numpy.fft.{name}"] = Probe(lambda x, R, f=getattr(np.fft, name): f(x, axes=-1) if "shift" in f.__name__
@@ -219,7 +239,8 @@ def _run(probe: Probe, mesh: Any, placement: Any) -> str:
         x = dt.distribute_tensor(data, mesh, [placement])
 
     def replicate(a: np.ndarray) -> Any:
-        return dt.distribute_tensor(np.asarray(a, dtype=float), mesh, [dt.Replicate()])
+        a = np.asarray(a)
+        return dt.distribute_tensor(a if a.dtype.kind in "iub" else a.astype(float), mesh, [dt.Replicate()])
 
     try:
         with dt.comm_counter() as c, np.errstate(all="ignore"):
