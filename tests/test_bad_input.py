@@ -403,7 +403,6 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
                bug="expected ValueError like NumPy's ('truth value ... is ambiguous'); got True (from __len__)")
     cat.raises("an op with no rule (np.partition)", ShardingError, r"no sharding rule for numpy\.partition: call it on x\.full_tensor\(\)",
                lambda: np.partition(x, 0))
-    cat.raises("an op with no rule (np.nonzero)", ShardingError, r"no sharding rule for numpy\.nonzero", lambda: np.nonzero(x))
     # -- the rules of issue 20 item 3: what they refuse ---------------------------------
     cat.raises("np.take without an axis on a 2-d DTensor", ShardingError,
                r"numpy\.take on DTensors: expected an axis for an array of 2 dims", lambda: np.take(x, [0]))

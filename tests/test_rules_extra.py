@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import dtensor_np as dt
 from dtensor_np import Replicate, Shard, ShardingError
-from dtensor_np.propagation import layout_ops, reorder, scans, statistics
+from dtensor_np.propagation import layout_ops, reorder, roll, scans, statistics
 from dtensor_np.propagation.registry import _RULES
 from test_numpy_ops import Checks
 
@@ -58,6 +58,8 @@ AXIS_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "repeat per row": lambda x, ax: np.repeat(x, np.arange(x.shape[ax]) % 3, axis=ax),
     "unstack": lambda x, ax: np.unstack(x, axis=ax),
     "take": lambda x, ax: np.take(x, [0, x.shape[ax] - 1, 0], axis=ax),
+    "roll 2": lambda x, ax: np.roll(x, 2, axis=ax),
+    "roll -7": lambda x, ax: np.roll(x, -7, axis=ax),
 }
 WHOLE_OPS: dict[str, Callable[[Any], Any]] = {
     "cumsum flat": lambda x: np.cumsum(x),
@@ -75,6 +77,11 @@ WHOLE_OPS: dict[str, Callable[[Any], Any]] = {
     "tile (2, 1, 1)": lambda x: np.tile(x, (2, 1, 1)),
     "around 1": lambda x: np.around(x, 1),
     "concatenate None": lambda x: np.concatenate([x, x], axis=None),
+    "roll flat 3": lambda x: np.roll(x, 3),
+    "roll both axes": lambda x: np.roll(x, (1, -2), axis=(0, 1)),
+    "nonzero": lambda x: np.nonzero(x > 50.0) if x.dtype.kind == "f" else np.nonzero(x),
+    "flatnonzero": lambda x: np.flatnonzero(x),
+    "argwhere": lambda x: np.argwhere(x),
     "unique": lambda x: np.unique(x),
     "unique_values": lambda x: np.unique_values(x),
     "unique_counts": lambda x: tuple(np.unique_counts(x)),
@@ -176,6 +183,7 @@ def test_collective_counts_along_a_sharded_axis(world):
     v = dt.distribute_tensor(a[0], mesh, [Shard(0)])
     x5 = dt.distribute_tensor(a[:5], mesh, [Shard(0)])
     idx = dt.distribute_tensor(np.zeros((8, 8), np.int64), mesh, [Shard(0)])
+    bins = dt.distribute_tensor(np.sort(a[0]), mesh, [Shard(0)])
     expected = {
         "cumsum": (lambda: np.cumsum(x, axis=0), {"scan": 1}),
         "cumprod (moves to dim 1)": (lambda: np.cumprod(x, axis=0), {"all_to_all": 1}),
@@ -195,6 +203,10 @@ def test_collective_counts_along_a_sharded_axis(world):
         "unstack (gathers)": (lambda: np.unstack(x, axis=0), {"all_gather": 1}),
         "take_along_axis 0 (gathers arr)": (lambda: np.take_along_axis(x, idx, axis=0), {"all_gather": 1}),
         "unique (gathers)": (lambda: np.unique(x), {"all_gather": 1}),
+        "roll (two rechunks)": (lambda: np.roll(x, 3, axis=0), {"all_to_all": 2}),
+        "nonzero (gathers)": (lambda: np.nonzero(x > 0), {"all_gather": 1}),
+        "searchsorted, sorted array sharded (gathers it)": (lambda: np.searchsorted(bins, x), {"all_gather": 1}),
+        "searchsorted, replicated bins": (lambda: np.searchsorted(np.sort(a[0]), x), {}),
     }
     for name, (call, counts) in expected.items():
         _, c = counted(call)
@@ -228,14 +240,17 @@ UNTOUCHED: dict[str, Callable[[Any, Any], Any]] = {
     "take_along_axis": lambda x, i: np.take_along_axis(x, i, axis=1),
     "meshgrid": lambda x, i: np.meshgrid(i[:, 0], i[:, 1], indexing="ij"),
     "around": lambda x, i: np.around(x, 2),
+    "roll": lambda x, i: np.roll(x, 2, axis=1),
+    "searchsorted": lambda x, i: np.searchsorted(np.arange(6.0), x),
 }
-DATA_DEPENDENT = {"unique", "unique_values", "unique_counts", "unique_inverse", "unique_all"}
+DATA_DEPENDENT = {"unique", "unique_values", "unique_counts", "unique_inverse", "unique_all", "nonzero", "flatnonzero",
+                  "argwhere"}
 
 
 @WORLDS
 def test_ops_along_untouched_axes_issue_no_collective(world):
     """Walks the rule table of the new modules: every op works along dim 1 of an array sharded on dim 0 without communicating."""
-    modules = (layout_ops, reorder, scans, statistics)
+    modules = (layout_ops, reorder, scans, statistics, roll)
     new = {rule.name for f, rule in _RULES.items() if rule.decide.__module__ in {m.__name__ for m in modules}
            or getattr(rule.bind, "__module__", "") in {m.__name__ for m in modules}}
     missing = new - set(UNTOUCHED) - DATA_DEPENDENT
@@ -285,7 +300,36 @@ class _nothing:
         return None
 
 
+@WORLDS
+def test_searchsorted_matches_numpy_for_every_placement_pair(world):
+    report = Checks(world)
+    mesh = dt.DeviceMesh((world.size,), backend=world.kind)
+    rng = np.random.default_rng(5)
+    for n_bins in (0, 1, 5):
+        bins = np.sort(rng.integers(-3, 4, size=n_bins).astype(float))
+        v = rng.integers(-4, 5, size=(5, 3)).astype(float)
+        for pb in (Shard(0), Replicate()):
+            b = dt.distribute_tensor(bins, mesh, [pb])
+            for pv in (Shard(0), Shard(1), Replicate()):
+                x = dt.distribute_tensor(v, mesh, [pv])
+                for side in ("left", "right"):
+                    report.same(f"searchsorted {n_bins} bins {pb} v {pv} {side}", lambda: np.searchsorted(bins, v, side=side),
+                                lambda: np.searchsorted(b, x, side=side), exact=True)
+                report.same(f"searchsorted numpy bins, v {pv}", lambda: np.searchsorted(bins, v),
+                            lambda: np.searchsorted(bins, x), exact=True)
+            report.same(f"searchsorted scalar {pb}", lambda: np.searchsorted(bins, 1.0), lambda: np.searchsorted(b, 1.0),
+                        exact=True)
+            order = np.argsort(bins[::-1])
+            report.same(f"searchsorted sorter {pb}", lambda: np.searchsorted(bins[::-1], v, sorter=order),
+                        lambda: np.searchsorted(dt.distribute_tensor(bins[::-1].copy(), mesh, [pb]), x, sorter=order),
+                        exact=True)
+    report.finish()
+
+
 def test_data_dependent_ops_refused_under_trace():
+    for f in (np.nonzero, np.flatnonzero, np.argwhere):
+        with pytest.raises(TypeError, match="data-dependent output shape"):
+            dt.trace(f, np.arange(3.0))
     for f in (np.unique, np.unique_values, np.unique_counts):
         with pytest.raises(TypeError, match="data-dependent output shape"):
             dt.trace(f, np.arange(3.0))

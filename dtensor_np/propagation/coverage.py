@@ -167,6 +167,11 @@ def _probes() -> dict[str, Probe]:
     for name in ("unique_all", "unique_counts", "unique_inverse"):
         p[f"numpy.{name}"] = Probe(lambda x, R, f=getattr(np, name): f(x)[0], untouched=0, axis=0)
     p["numpy.around"] = Probe(lambda x, R: np.around(x, 1))
+    p["numpy.roll"] = Probe(lambda x, R: np.roll(x, 1, axis=0), untouched=1, axis=0)
+    p["numpy.searchsorted"] = Probe(lambda x, R: np.searchsorted(R(np.arange(4.0)), x))
+    for name in ("nonzero", "flatnonzero", "argwhere"):
+        p[f"numpy.{name}"] = Probe(lambda x, R, f=getattr(np, name): (lambda r: r[0] if isinstance(r, tuple) else r)(f(x)),
+                                   untouched=0, axis=0)
     p["numpy.tril"] = Probe(lambda x, R: np.tril(x))
     p["numpy.triu"] = Probe(lambda x, R: np.triu(x, 1))
     p["numpy.broadcast_to"] = Probe(lambda x, R: np.broadcast_to(x, (2, 4, 4)))

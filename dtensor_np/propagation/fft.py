@@ -46,12 +46,11 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ShardingError
-from ..placements import Shard
 from ..spec import DTensorSpec
 from .common import axis_index, single_sharding
 from .empty_batch import empty_batch, numpy_outputs
 from .registry import Decision, OpRule, register
-from .roll import roll_shards
+from .roll import roll_decision
 from .signature_bind import signature_binder
 from .whole_axes import whole_decision
 
@@ -117,29 +116,7 @@ def _shift_rule(func: Callable[..., Any], sign: int) -> OpRule:
         shifts: dict[int, int] = {}
         for d in dims:
             shifts[d] = shifts.get(d, 0) + sign * (spec.shape[d] // 2)
-        shifts = {d: k for d, k in shifts.items() if spec.shape[d] and k % spec.shape[d]}
-        sharded = {p.dim: m for m, p in enumerate(spec.placements) if isinstance(p, Shard) and p.dim in shifts}
-        local_axes = tuple(d for d in shifts if d not in sharded)
-        local_shifts = tuple(shifts[d] for d in local_axes)
-
-        def roll_local(rank: int, x: Any) -> Any:
-            return np.roll(x, local_shifts, local_axes) if local_axes else x.copy()
-
-        if not sharded:
-            return Decision((spec,), (spec,), roll_local)
-        mesh = spec.mesh
-        rolls = []
-        for d, m in sharded.items():
-            groups = mesh.groups((m,))
-            sizes = tuple(spec.local_shape_of_rank(r)[d] for r in groups[0])
-            rolls.append((groups, d, sizes, shifts[d]))
-
-        def program(backend: Any, shards: dict[int, Any]) -> dict[int, Any]:
-            for groups, d, sizes, shift in rolls:
-                shards = roll_shards(backend, shards, groups, d, sizes, shift)
-            return {r: roll_local(r, x) for r, x in shards.items()} if local_axes else shards
-
-        return Decision((spec,), (spec,), None, program=program)
+        return roll_decision(spec, shifts)
 
     return OpRule(func.__name__, signature_binder(func, "numpy.fft"), decide)
 

@@ -130,7 +130,7 @@ register(np.flip)(OpRule("flip", _bind_flip, lambda specs, axes: flip_decision(s
 
 UNIQUE_FUNCS: tuple[Callable[..., Any], ...] = (np.unique,) + tuple(
     getattr(np, name) for name in ("unique_values", "unique_counts", "unique_inverse", "unique_all") if hasattr(np, name))
-DATA_DEPENDENT_OPS: frozenset = frozenset(UNIQUE_FUNCS)
+DATA_DEPENDENT_OPS: frozenset = frozenset(UNIQUE_FUNCS + (np.nonzero, np.flatnonzero, np.argwhere))
 """NumPy functions whose output shapes depend on the values: eager only (``dt.trace`` refuses them)."""
 
 
@@ -183,3 +183,91 @@ def _unique_rule(func: Callable[..., Any]) -> OpRule:
 
 for _func in UNIQUE_FUNCS:
     register(_func)(_unique_rule(_func))
+
+
+# -- nonzero ----------------------------------------------------------------------
+
+def nonzero_decision(spec: DTensorSpec, func: Callable[..., Any]) -> Decision:
+    """``nonzero`` / ``flatnonzero`` / ``argwhere``: the input gathered (one ``all_gather``), replicated indices.
+
+    The count of nonzeros is known only from the values, so every rank takes
+    it from the whole array (eager only, like ``unique``).
+    """
+    whole = partial_free(spec).with_placements((Replicate(),) * spec.mesh.ndim)
+    probe = func(np.zeros((1,) * max(spec.ndim, 1), spec.dtype))
+    results = probe if isinstance(probe, tuple) else (probe,)
+    outs = tuple(DTensorSpec(spec.mesh, whole.placements, TensorMeta(np.shape(v), np.asarray(v).dtype)) for v in results)
+    multiple = isinstance(probe, tuple)
+    if spec.ndim == 0:
+        raise ShardingError(f"numpy.{func.__name__} on DTensors: expected an array of at least 1 dim, got a 0-d array "
+                            "(NumPy deprecates it too)")
+
+    def local(rank: int, x: Any) -> Any:
+        return tuple(func(x)) if multiple else func(x)
+
+    return Decision((whole,), outs, local, multiple_outputs=multiple, data_dependent=True)
+
+
+def _nonzero_rule(func: Callable[..., Any]) -> OpRule:
+    def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+        if len(args) != 1 or kwargs or not is_sharded(args[0]):
+            raise TypeError(f"numpy.{func.__name__}: expected one DTensor, got {len(args)} arguments and {sorted(kwargs)}")
+        return (args[0],), None
+
+    return OpRule(func.__name__, bind, lambda specs, key: nonzero_decision(specs[0], func))
+
+
+for _func in (np.nonzero, np.flatnonzero, np.argwhere):
+    register(_func)(_nonzero_rule(_func))
+
+
+# -- searchsorted -----------------------------------------------------------------
+
+def _bind_searchsorted(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+    given = dict(zip(("a", "v", "side", "sorter"), args))
+    given.update(kwargs)
+    extra = set(given) - {"a", "v", "side", "sorter"}
+    if extra or "a" not in given or "v" not in given:
+        raise TypeError(f"numpy.searchsorted(a, v, side='left', sorter=None): got arguments {sorted(given)}")
+    side = given.get("side", "left")
+    if side not in ("left", "right"):
+        raise ValueError(f"numpy.searchsorted: expected side 'left' or 'right', got {side!r}")
+    operands = {k: given[k] for k in ("a", "v", "sorter") if given.get(k) is not None}
+    tensors = tuple(x for x in operands.values() if is_sharded(x))
+    fixed = tuple((k, x) for k, x in operands.items() if not is_sharded(x))
+    names = tuple(k for k, x in operands.items() if is_sharded(x))
+    shapes = {k: tuple(x.shape) if hasattr(x, "shape") else np.shape(x) for k, x in operands.items()}
+    if any(len(shapes[k]) != 1 for k in operands if k in ("a", "sorter")):
+        raise ValueError(f"numpy.searchsorted: expected a 1-D sorted array (and sorter), got shape {shapes['a']}")
+    return tensors, (names, freeze(tuple((k, np.asarray(x).tolist()) for k, x in fixed)), side)
+
+
+def _decide_searchsorted(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
+    """``np.searchsorted(a, v)``: ``a`` (and ``sorter``) whole on every rank, ``v`` as it is: local, output like ``v``.
+
+    A sharded ``a`` is gathered first (one ``all_gather``: the search needs the
+    whole sorted array); ``v`` keeps its sharding, so a replicated ``a`` (bins,
+    class priors) costs nothing.
+    """
+    names, fixed, side = key
+    constants = {k: np.asarray(v) for k, v in fixed}
+    by_name = dict(zip(names, specs))
+    inputs = []
+    for k, spec in by_name.items():
+        spec = partial_free(spec)
+        inputs.append(spec if k == "v" else spec.with_placements((Replicate(),) * spec.mesh.ndim))
+    mesh = specs[0].mesh
+    v_spec = dict(zip(names, inputs)).get("v")
+    v_shape = v_spec.shape if v_spec is not None else np.shape(constants["v"])
+    meta = TensorMeta(tuple(v_shape), np.dtype(np.intp))
+    out = (DTensorSpec(mesh, v_spec.placements, meta, v_spec.shard_order) if v_spec is not None
+           else DTensorSpec(mesh, (Replicate(),) * mesh.ndim, meta))
+
+    def local(rank: int, *arrays: Any) -> Any:
+        values = dict(constants, **dict(zip(names, arrays)))
+        return np.searchsorted(values["a"], values["v"], side=side, sorter=values.get("sorter"))
+
+    return Decision(tuple(inputs), (out,), local)
+
+
+register(np.searchsorted)(OpRule("searchsorted", _bind_searchsorted, _decide_searchsorted))

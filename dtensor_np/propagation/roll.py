@@ -26,7 +26,14 @@ import numpy as np
 from collectives import offsets
 from collectives.ops.rechunk import overlaps
 
-__all__ = ["roll_plan", "roll_shards"]
+from ..errors import ShardingError
+from ..placements import Shard
+from ..sharded import is_sharded
+from ..spec import DTensorSpec
+from .common import axis_index, single_sharding
+from .registry import Decision, OpRule, register
+
+__all__ = ["roll_plan", "roll_shards", "roll_decision"]
 
 
 def _moved(before: Sequence[int], after: Sequence[int]) -> int:
@@ -83,3 +90,81 @@ def roll_shards(backend: Any, shards: dict[int, Any], groups: tuple[tuple[int, .
         shards = backend.rechunk(shards, groups, axis=axis, in_sizes=by_rank(sizes), out_sizes=by_rank(middle))
     rotated = tuple(g[j:] + g[:j] for g in groups)
     return backend.rechunk(shards, rotated, axis=axis, in_sizes=by_rank(middle), out_sizes=by_rank(sizes))
+
+
+def roll_decision(spec: DTensorSpec, shifts: dict[int, int]) -> Decision:
+    """``np.roll`` by ``shifts[d]`` along each dim ``d``: local rolls, and two ``rechunk`` s per sharded rolled dim.
+
+    Example:
+        >>> from dtensor_np import DeviceMesh, TensorMeta
+        >>> spec = DTensorSpec(DeviceMesh((2,)), (Shard(0),), TensorMeta((5, 3), "f8"))
+        >>> roll_decision(spec, {1: 1}).local is not None, roll_decision(spec, {0: 2}).program is not None
+        (True, True)
+    """
+    spec = single_sharding(spec)
+    shifts = {d: k for d, k in shifts.items() if spec.shape[d] and k % spec.shape[d]}
+    sharded = {p.dim: m for m, p in enumerate(spec.placements)
+               if isinstance(p, Shard) and p.dim in shifts and spec.mesh.shape[m] > 1}
+    local_axes = tuple(d for d in shifts if d not in sharded)
+    local_shifts = tuple(shifts[d] for d in local_axes)
+
+    def roll_local(rank: int, x: Any) -> Any:
+        return np.roll(x, local_shifts, local_axes) if local_axes else x.copy()
+
+    if not sharded:
+        return Decision((spec,), (spec,), roll_local)
+    mesh = spec.mesh
+    rolls = []
+    for d, m in sharded.items():
+        groups = mesh.groups((m,))
+        sizes = tuple(spec.local_shape_of_rank(r)[d] for r in groups[0])
+        rolls.append((groups, d, sizes, shifts[d]))
+
+    def program(backend: Any, shards: dict[int, Any]) -> dict[int, Any]:
+        for groups, d, sizes, shift in rolls:
+            shards = roll_shards(backend, shards, groups, d, sizes, shift)
+        return {r: roll_local(r, x) for r, x in shards.items()} if local_axes else shards
+
+    return Decision((spec,), (spec,), None, program=program)
+
+
+def _bind_roll(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Any]:
+    given = dict(zip(("a", "shift", "axis"), args))
+    given.update(kwargs)
+    a = given.pop("a", None)
+    if not is_sharded(a):
+        raise TypeError(f"numpy.roll: expected a DTensor, got {type(a).__name__}")
+    if "shift" not in given:
+        raise TypeError("numpy.roll() missing required argument 'shift'")
+    shift, axis = given.pop("shift"), given.pop("axis", None)
+    if given:
+        raise TypeError(f"numpy.roll() got unexpected arguments {sorted(given)}")
+    if is_sharded(shift) or is_sharded(axis):
+        raise ShardingError("numpy.roll on DTensors: expected shift and axis as Python integers, got a DTensor")
+    shift_t = tuple(int(k) for k in np.atleast_1d(shift))
+    if axis is None:
+        if len(shift_t) != 1:
+            raise ValueError("numpy.roll: with axis=None, shift must be one integer")
+        return (a,), (None, shift_t)
+    axis_t = tuple(axis_index(d, a.ndim, "axis") for d in np.atleast_1d(axis))
+    shift_b, axis_b = np.broadcast_arrays(np.array(shift_t), np.array(axis_t))
+    return (a,), (tuple(int(d) for d in axis_b.ravel()), tuple(int(k) for k in shift_b.ravel()))
+
+
+def _decide_roll(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
+    axes, shifts = key
+    spec = specs[0]
+    if axes is None:
+        if spec.ndim <= 1:
+            return roll_decision(spec, {0: shifts[0]} if spec.ndim else {})
+        from .whole_axes import whole_decision  # a flat roll of an n-d array needs every dim whole
+
+        return whole_decision(spec, tuple(range(spec.ndim)), [spec.tensor_meta],
+                              lambda rank, x: np.roll(x, shifts[0]))
+    total: dict[int, int] = {}
+    for d, k in zip(axes, shifts):
+        total[d] = total.get(d, 0) + k
+    return roll_decision(spec, total)
+
+
+register(np.roll)(OpRule("roll", _bind_roll, _decide_roll))
