@@ -29,7 +29,7 @@ from collectives.dtypes import dtype_code, dtype_name
 
 from .arrays import array_library, check_array
 from .devices import Sharding
-from .dispatch import dispatch, dispatch_ufunc, run_rule
+from .dispatch import FAST_PATH, call_key, dispatch, dispatch_ufunc, register_fast_type, run_rule
 from .errors import ShardingError
 from .from_local import build_from_local
 from .indexing import IndexUpdater, getitem, iterate
@@ -319,15 +319,25 @@ class DTensor(NDArrayOperatorsMixin):
         shards, spec = build_from_local(local, mesh, placements, shape, run_check)
         return cls(shards, spec)
 
-    # -- NumPy protocols -------------------------------------------------------
+    # -- NumPy protocols (a repeated call is one FAST_PATH lookup: see dtensor_np.dispatch) ------
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        out = kwargs.pop("out", None)
-        result = dispatch_ufunc(ufunc, method, inputs, kwargs)
+        out = kwargs.pop("out", None) if kwargs else None
+        key = call_key(ufunc if method == "__call__" else (ufunc, method), inputs, kwargs) if out is None else None
+        if key is not None:
+            entry = _fast_get(key)
+            if entry is not None:
+                return entry(inputs)
+        result = dispatch_ufunc(ufunc, method, inputs, kwargs, key)
         return result if out is None else _rebind_outputs(out, result, ufunc.__name__, kwargs.get("casting"))
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         out = kwargs.pop("out", None) if "out" in kwargs else None
-        result = dispatch(func, args, kwargs)
+        key = call_key(func, args, kwargs) if out is None else None
+        if key is not None:
+            entry = _fast_get(key)
+            if entry is not None:
+                return entry(args)
+        result = dispatch(func, args, kwargs, key)
         return result if out is None else _rebind_outputs(out, result, getattr(func, "__name__", "?"), None)
 
     def __array__(self, *args: Any, **kwargs: Any) -> Any:
@@ -339,6 +349,9 @@ class DTensor(NDArrayOperatorsMixin):
     # -- array methods (each is the NumPy function of the same name) -----------
     @property
     def T(self) -> "DTensor":
+        entry = _fast_get((np.transpose, self._spec))  # call_key(np.transpose, (self,))
+        if entry is not None:
+            return entry((self,))
         return np.transpose(self)
 
     def transpose(self, *axes: Any) -> "DTensor":
@@ -395,6 +408,39 @@ class DTensor(NDArrayOperatorsMixin):
 
 
 register_sharded_type(DTensor)
+_fast_get = FAST_PATH.get
+
+
+def _fast_operator(name: str, ufunc: Any, reflected: bool) -> Any:
+    """``DTensor.__add__`` and co: a repeated call with a DTensor or a plain int/float is one FAST_PATH lookup.
+
+    Anything else (and a first call) goes through ``NDArrayOperatorsMixin``'s
+    operator, which calls the ufunc (so ``__array_ufunc__``), as before.
+    """
+    slow = getattr(NDArrayOperatorsMixin, name)
+
+    def operator_(self: "DTensor", other: Any) -> Any:
+        c = other.__class__
+        if c is DTensor:
+            key = (ufunc, other._spec, self._spec) if reflected else (ufunc, self._spec, other._spec)
+        elif (c is float and other == other and other != 0) or c is int:
+            key = (ufunc, c, other, self._spec) if reflected else (ufunc, self._spec, c, other)
+        else:
+            return slow(self, other)
+        entry = _fast_get(key)
+        if entry is None:
+            return slow(self, other)
+        return entry((other, self) if reflected else (self, other))
+
+    operator_.__name__ = operator_.__qualname__ = name
+    operator_.__doc__ = slow.__doc__
+    return operator_
+
+
+for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("truediv", np.true_divide),
+                      ("matmul", np.matmul), ("pow", np.power), ("floordiv", np.floor_divide), ("mod", np.remainder)):
+    setattr(DTensor, f"__{_name}__", _fast_operator(f"__{_name}__", _ufunc, False))
+    setattr(DTensor, f"__r{_name}__", _fast_operator(f"__r{_name}__", _ufunc, True))
 
 _NAMESPACE_FACTORY: list[Any] = []  # dtensor_np.array_api.namespace, registered when that package is imported
 
@@ -445,6 +491,18 @@ _new_dtensor = DTensor.__new__
 _set_shards = DTensor._shards.__set__  # type: ignore[attr-defined]
 _set_spec = DTensor._spec.__set__  # type: ignore[attr-defined]
 _set_namespace = DTensor._namespace.__set__  # type: ignore[attr-defined]
+
+
+def _from_parts(shards: dict, spec: DTensorSpec, namespace: Any) -> DTensor:
+    """A DTensor of a shards dict that nothing else holds (no copy, no check): the fast path's results."""
+    out = _new_dtensor(DTensor)
+    _set_shards(out, shards)
+    _set_spec(out, spec)
+    _set_namespace(out, namespace)
+    return out
+
+
+register_fast_type(DTensor, _from_parts)
 
 
 def _as_tuple(placements: Sequence[Placement]) -> tuple[Placement, ...]:
