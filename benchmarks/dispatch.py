@@ -18,6 +18,8 @@ Every op is called a few times before it is timed, so the rows measure the
 repeated call (the dispatch fast path), and its result is checked against
 NumPy on the full arrays (the script exits non-zero on a mismatch).
 
+``x[1:5]`` takes rows that rank 0 holds, and its result (``Shard(0)``, 2 rows a
+rank) moves rows to rank 1: a communicating op, unlike every other row.
 ``x[0] = 1`` rebinds a DTensor handle to a new value (a copy of the shard with
 the row set); its local side is NumPy's in-place ``a[0] = 1``.
 
@@ -65,6 +67,7 @@ OPS: dict[str, Callable[[Any, Any], Any]] = {
     "x.mean(axis=1)": lambda x, w: x.mean(axis=1),
     "x.reshape(2, 32, 64)": lambda x, w: x.reshape(2, 32, 64),
     "np.swapaxes(x, 0, 1)": lambda x, w: np.swapaxes(x, 0, 1),
+    "x[:, 1:5]": lambda x, w: x[:, 1:5],
     "x[1:5]": lambda x, w: x[1:5],
     "x[0] = 1": _setitem,
 }

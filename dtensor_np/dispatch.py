@@ -61,6 +61,10 @@ __all__ = [
     "fallback_counts",
     "run_rule",
     "call_key",
+    "static_key",
+    "fast_builder",
+    "remember",
+    "hit_counter",
     "register_fast_type",
     "FAST_PATH",
     "clear_fast_path",
@@ -302,6 +306,28 @@ def _static(value: Any) -> Any:
     if isinstance(value, np.dtype) or c is type or value is Ellipsis:
         return (c, value)
     return _NO_KEY
+
+
+def static_key(value: Any) -> Any:
+    """The fast-path key item of a static argument (an index, a scalar value), or None when it has none."""
+    item = _static(value)
+    return None if item is _NO_KEY else item
+
+
+def fast_builder(cls: type) -> Optional[Callable[[dict, DTensorSpec, Any], Any]]:
+    """The result builder registered for ``cls`` (see :func:`register_fast_type`), or None."""
+    return _BUILDERS.get(cls)
+
+
+def remember(key: tuple, entry: Callable[..., Any]) -> None:
+    """Keep ``entry`` in :data:`FAST_PATH` under ``key`` (an entry built outside :func:`run_rule`: indexing updates)."""
+    FAST_PATH.put(key, entry)
+    _STATS["misses"] += 1
+
+
+def hit_counter() -> list[int]:
+    """The one-item list an entry increments on every call it serves (what :func:`fast_path_stats` reports)."""
+    return _HITS
 
 
 def call_key(head: Any, args: tuple, kwargs: Optional[Mapping[str, Any]] = None) -> Optional[tuple]:

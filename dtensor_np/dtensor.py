@@ -29,10 +29,10 @@ from collectives.dtypes import dtype_code, dtype_name
 
 from .arrays import array_library, check_array
 from .devices import Sharding
-from .dispatch import FAST_PATH, call_key, dispatch, dispatch_ufunc, register_fast_type, run_rule
+from .dispatch import FAST_PATH, call_key, dispatch, dispatch_ufunc, register_fast_type, run_rule, static_key
 from .errors import ShardingError
 from .from_local import build_from_local
-from .indexing import IndexUpdater, getitem, iterate
+from .indexing import GETITEM, IndexUpdater, getitem, iterate, update
 from .local_tensor import LocalTensor
 from .mesh import DeviceMesh
 from .placements import Partial, Placement, Replicate, placements_str
@@ -120,12 +120,28 @@ class DTensor(NDArrayOperatorsMixin):
 
     # -- indexing (see dtensor_np.indexing): copies, and updates that rebind --------------
     def __getitem__(self, index: Any) -> "DTensor":
-        """``x[index]`` for every NumPy index, sharded dims included: a new DTensor (a copy, never a view)."""
-        return getitem(self, index)
+        """``x[index]`` for every NumPy index, sharded dims included: a new DTensor (see the aliasing policy)."""
+        item = static_key(index)
+        if item is None:
+            return getitem(self, index)
+        key = (GETITEM, self._spec, item)
+        entry = _fast_get(key)
+        if entry is not None:
+            return entry((self,))
+        return getitem(self, index, key)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         """``x[index] = value`` rebinds this handle to ``x.at[index].set(value)``; no other array changes."""
-        self._rebind(self.at[index].set(value))
+        item = static_key(index)
+        scalar = static_key(value) if item is not None else None
+        if scalar is None:
+            self._rebind(update(self, index, value, "set"))
+            return
+        key = ("set", self._spec, item, scalar)
+        entry = _fast_get(key)
+        new = entry(self, value) if entry is not None else update(self, index, value, "set", key)
+        object.__setattr__(self, "_shards", new._shards)
+        object.__setattr__(self, "_spec", new._spec)
 
     def __iter__(self) -> Any:
         """The rows along the first dim, each one ``x[i]``."""
