@@ -4,6 +4,20 @@ A DTensor is its spec (mesh, placements, global shape and dtype) plus the
 local shards this process holds: every rank's shard in simulated mode, this
 rank's shard under MPI.  Operations return new DTensors.
 
+Aliasing policy: no buffer of a DTensor is ever written in place, so arrays
+may be shared instead of copied.  Every NumPy array this module hands out
+that is a DTensor's own buffer (``to_local()``, ``local_shards()``, the shards
+of the ``LocalTensor`` that ``to_local()`` returns when simulated, and
+``full_tensor()`` of an array that needs no communication) is a *read-only
+view* of it: no copy is made, and writing to it raises ``ValueError``
+(``np.array(a)`` or ``a.copy()`` gives a writable copy).  Results of
+operations are new arrays, except where only rows are selected: a
+redistribute that only keeps leading rows (``R -> S(0)``) returns read-only
+views of the source's rows (which keep its whole buffer alive).  CuPy arrays
+have no read-only flag: they are handed out as they are, under the same rule.
+``DTensor.from_local`` takes the caller's arrays as they are: write to them
+afterwards and the DTensor changes, so pass a copy to keep writing.
+
 Example:
     >>> import numpy as np
     >>> import dtensor_np as dt
@@ -249,21 +263,22 @@ class DTensor(NDArrayOperatorsMixin):
     # -- local data ------------------------------------------------------------
     @property
     def shards(self) -> Mapping[int, Any]:
-        """``{rank: array}`` for the ranks this process holds: the DTensor's own mapping, to read, never to change.
+        """``{rank: array}`` for the ranks this process holds: the DTensor's own mapping and buffers, for library code
+        that reads them without the cost of views; never write to them.
 
-        ``local_shards()`` returns a copy of it.
+        ``local_shards()`` returns a copy of the mapping with read-only views (see the aliasing policy).
         """
         return self._shards
 
     def local_shards(self) -> dict[int, Any]:
-        """``{rank: array}`` for the ranks this process holds (all of them when simulated)."""
-        return dict(self._shards)
+        """``{rank: array}`` for the ranks this process holds (all of them when simulated): read-only views."""
+        return {r: readonly(a) for r, a in self._shards.items()}
 
     def to_local(self) -> Any:
-        """This rank's array under MPI; a :class:`LocalTensor` of every rank's shard when simulated."""
+        """This rank's array under MPI (a read-only view); a :class:`LocalTensor` of them when simulated."""
         if self.mesh.backend == "mpi":
-            return next(iter(self._shards.values()))
-        return LocalTensor(self._shards)
+            return readonly(next(iter(self._shards.values())))
+        return LocalTensor({r: readonly(a) for r, a in self._shards.items()})
 
     def full_tensor(self) -> Any:
         """The whole array, gathered (and reduced) on every rank.
@@ -275,8 +290,8 @@ class DTensor(NDArrayOperatorsMixin):
             [0, 1, 2]
         """
         run = full_replicator(self._spec)
-        if run is None:
-            return next(iter(self._shards.values()))
+        if run is None:  # the shard is the whole array
+            return readonly(next(iter(self._shards.values())))
         return next(iter(run(self._shards).values()))
 
     # -- placement changes -----------------------------------------------------
@@ -459,6 +474,22 @@ for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply
     setattr(DTensor, f"__r{_name}__", _fast_operator(f"__r{_name}__", _ufunc, True))
 
 _NAMESPACE_FACTORY: list[Any] = []  # dtensor_np.array_api.namespace, registered when that package is imported
+
+
+def readonly(array: Any) -> Any:
+    """A read-only view of a NumPy array (itself when already read-only); a CuPy array as it is.
+
+    Example:
+        >>> a = np.zeros(2)
+        >>> v = readonly(a)
+        >>> v.flags.writeable, np.shares_memory(a, v), a.flags.writeable
+        (False, True, True)
+    """
+    if array.__class__ is not np.ndarray or not array.flags.writeable:
+        return array
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 def register_namespace_factory(make: Any) -> None:
