@@ -65,3 +65,27 @@ def test_bucketing_benchmark_runs_and_checks_its_variants(tmp_path: Path):
     for r in rows:
         assert r["ranks"] == 2 and r["params"] == 4
         assert r["collectives"]["redistribute"] == 4 and r["collectives"]["bucketed"] == 1
+
+
+def test_dispatch_benchmark_writes_a_row_per_op(tmp_path: Path):
+    out = tmp_path / "rows.json"
+    done = _run("dispatch.py", "--iters", "5", "--repeats", "1", "--json", str(out))
+    rows = json.loads(out.read_text())
+    assert [r["op"] for r in rows][:7] == ["x + x", "x * 2.0", "np.maximum(x, 0)", "np.exp(x)", "x @ w",
+                                           "np.sum(x, axis=1)", "x.T"]
+    assert "x[0] = 1" in [r["op"] for r in rows]
+    for r in rows:
+        assert r["backend"] == "mpi" and r["ranks"] == 2 and r["iters"] == 5
+        assert r["dtensor_us"] > 0 and r["local_us"] > 0
+        assert r["overhead_us"] == pytest.approx(r["dtensor_us"] - r["local_us"], abs=0.002)
+    assert "overhead us" in done.stdout
+
+
+def test_dispatch_benchmark_runs_simulated(tmp_path: Path):
+    out = tmp_path / "rows.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "dispatch.py"), "--ranks", "4", "--iters", "3",
+               "--repeats", "1", "--ops", "x + x,x[0] = 1", "--json", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=clean_mpi_env(), cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads(out.read_text())
+    assert [(r["op"], r["backend"], r["ranks"]) for r in rows] == [("x + x", "simulated", 4), ("x[0] = 1", "simulated", 4)]
