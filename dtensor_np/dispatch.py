@@ -256,6 +256,7 @@ _KEYWORDS = object()  # separates the positional arguments from the keywords in 
 _NO_KEY = object()
 _PLAIN = frozenset({int, bool, str, type(None), np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
                     np.uint16, np.uint32, np.uint64, np.longlong, np.ulonglong})
+_SLICE_ENDS = frozenset({int, type(None)})
 _FLOATS = frozenset({float, np.float16, np.float32, np.float64, np.longdouble})
 
 
@@ -296,11 +297,13 @@ def _static(value: Any) -> Any:
     if c in _FLOATS:
         return (c, value if value == value and value != 0 else repr(value))
     if c is tuple:
-        items = tuple(_static(v) for v in value)
-        return _NO_KEY if _NO_KEY in items else (tuple,) + items
+        items = [_static(v) for v in value]
+        return _NO_KEY if _NO_KEY in items else (tuple, *items)
     if c is slice:
-        items = (_static(value.start), _static(value.stop), _static(value.step))
-        return _NO_KEY if _NO_KEY in items else (slice,) + items
+        start, stop, step = value.start, value.stop, value.step
+        if start.__class__ in _SLICE_ENDS and stop.__class__ in _SLICE_ENDS and step.__class__ in _SLICE_ENDS:
+            return (slice, start.__class__, start, stop.__class__, stop, step.__class__, step)
+        return _NO_KEY
     if c is complex or c is np.complex64 or c is np.complex128:
         return (c, repr(value))
     if isinstance(value, np.dtype) or c is type or value is Ellipsis:
