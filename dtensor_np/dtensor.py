@@ -4,6 +4,20 @@ A DTensor is its spec (mesh, placements, global shape and dtype) plus the
 local shards this process holds: every rank's shard in simulated mode, this
 rank's shard under MPI.  Operations return new DTensors.
 
+Aliasing policy: no buffer of a DTensor is ever written in place, so arrays
+may be shared instead of copied.  Every NumPy array this module hands out
+that is a DTensor's own buffer (``to_local()``, ``local_shards()``, the shards
+of the ``LocalTensor`` that ``to_local()`` returns when simulated, and
+``full_tensor()`` of an array that needs no communication) is a *read-only
+view* of it: no copy is made, and writing to it raises ``ValueError``
+(``np.array(a)`` or ``a.copy()`` gives a writable copy).  Results of
+operations are new arrays, except where only rows are selected: a
+redistribute that only keeps leading rows (``R -> S(0)``) returns read-only
+views of the source's rows (which keep its whole buffer alive).  CuPy arrays
+have no read-only flag: they are handed out as they are, under the same rule.
+``DTensor.from_local`` takes the caller's arrays as they are: write to them
+afterwards and the DTensor changes, so pass a copy to keep writing.
+
 Example:
     >>> import numpy as np
     >>> import dtensor_np as dt
@@ -29,10 +43,10 @@ from collectives.dtypes import dtype_code, dtype_name
 
 from .arrays import array_library, check_array
 from .devices import Sharding
-from .dispatch import dispatch, dispatch_ufunc, run_rule
+from .dispatch import FAST_PATH, call_key, dispatch, dispatch_ufunc, register_fast_type, run_rule, static_key
 from .errors import ShardingError
 from .from_local import build_from_local
-from .indexing import IndexUpdater, getitem, iterate
+from .indexing import GETITEM, IndexUpdater, getitem, iterate, update
 from .local_tensor import LocalTensor
 from .mesh import DeviceMesh
 from .placements import Partial, Placement, Replicate, placements_str
@@ -120,12 +134,28 @@ class DTensor(NDArrayOperatorsMixin):
 
     # -- indexing (see dtensor_np.indexing): copies, and updates that rebind --------------
     def __getitem__(self, index: Any) -> "DTensor":
-        """``x[index]`` for every NumPy index, sharded dims included: a new DTensor (a copy, never a view)."""
-        return getitem(self, index)
+        """``x[index]`` for every NumPy index, sharded dims included: a new DTensor (see the aliasing policy)."""
+        item = static_key(index)
+        if item is None:
+            return getitem(self, index)
+        key = (GETITEM, self._spec, item)
+        entry = _fast_get(key)
+        if entry is not None:
+            return entry((self,))
+        return getitem(self, index, key)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         """``x[index] = value`` rebinds this handle to ``x.at[index].set(value)``; no other array changes."""
-        self._rebind(self.at[index].set(value))
+        item = static_key(index)
+        scalar = static_key(value) if item is not None else None
+        if scalar is None:
+            self._rebind(update(self, index, value, "set"))
+            return
+        key = ("set", self._spec, item, scalar)
+        entry = _fast_get(key)
+        new = entry(self, value) if entry is not None else update(self, index, value, "set", key)
+        object.__setattr__(self, "_shards", new._shards)
+        object.__setattr__(self, "_spec", new._spec)
 
     def __iter__(self) -> Any:
         """The rows along the first dim, each one ``x[i]``."""
@@ -233,21 +263,22 @@ class DTensor(NDArrayOperatorsMixin):
     # -- local data ------------------------------------------------------------
     @property
     def shards(self) -> Mapping[int, Any]:
-        """``{rank: array}`` for the ranks this process holds: the DTensor's own mapping, to read, never to change.
+        """``{rank: array}`` for the ranks this process holds: the DTensor's own mapping and buffers, for library code
+        that reads them without the cost of views; never write to them.
 
-        ``local_shards()`` returns a copy of it.
+        ``local_shards()`` returns a copy of the mapping with read-only views (see the aliasing policy).
         """
         return self._shards
 
     def local_shards(self) -> dict[int, Any]:
-        """``{rank: array}`` for the ranks this process holds (all of them when simulated)."""
-        return dict(self._shards)
+        """``{rank: array}`` for the ranks this process holds (all of them when simulated): read-only views."""
+        return {r: readonly(a) for r, a in self._shards.items()}
 
     def to_local(self) -> Any:
-        """This rank's array under MPI; a :class:`LocalTensor` of every rank's shard when simulated."""
+        """This rank's array under MPI (a read-only view); a :class:`LocalTensor` of them when simulated."""
         if self.mesh.backend == "mpi":
-            return next(iter(self._shards.values()))
-        return LocalTensor(self._shards)
+            return readonly(next(iter(self._shards.values())))
+        return LocalTensor({r: readonly(a) for r, a in self._shards.items()})
 
     def full_tensor(self) -> Any:
         """The whole array, gathered (and reduced) on every rank.
@@ -259,8 +290,8 @@ class DTensor(NDArrayOperatorsMixin):
             [0, 1, 2]
         """
         run = full_replicator(self._spec)
-        if run is None:
-            return next(iter(self._shards.values()))
+        if run is None:  # the shard is the whole array
+            return readonly(next(iter(self._shards.values())))
         return next(iter(run(self._shards).values()))
 
     # -- placement changes -----------------------------------------------------
@@ -319,15 +350,25 @@ class DTensor(NDArrayOperatorsMixin):
         shards, spec = build_from_local(local, mesh, placements, shape, run_check)
         return cls(shards, spec)
 
-    # -- NumPy protocols -------------------------------------------------------
+    # -- NumPy protocols (a repeated call is one FAST_PATH lookup: see dtensor_np.dispatch) ------
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        out = kwargs.pop("out", None)
-        result = dispatch_ufunc(ufunc, method, inputs, kwargs)
+        out = kwargs.pop("out", None) if kwargs else None
+        key = call_key(ufunc if method == "__call__" else (ufunc, method), inputs, kwargs) if out is None else None
+        if key is not None:
+            entry = _fast_get(key)
+            if entry is not None:
+                return entry(inputs)
+        result = dispatch_ufunc(ufunc, method, inputs, kwargs, key)
         return result if out is None else _rebind_outputs(out, result, ufunc.__name__, kwargs.get("casting"))
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         out = kwargs.pop("out", None) if "out" in kwargs else None
-        result = dispatch(func, args, kwargs)
+        key = call_key(func, args, kwargs) if out is None else None
+        if key is not None:
+            entry = _fast_get(key)
+            if entry is not None:
+                return entry(args)
+        result = dispatch(func, args, kwargs, key)
         return result if out is None else _rebind_outputs(out, result, getattr(func, "__name__", "?"), None)
 
     def __array__(self, *args: Any, **kwargs: Any) -> Any:
@@ -339,6 +380,9 @@ class DTensor(NDArrayOperatorsMixin):
     # -- array methods (each is the NumPy function of the same name) -----------
     @property
     def T(self) -> "DTensor":
+        entry = _fast_get((np.transpose, self._spec))  # call_key(np.transpose, (self,))
+        if entry is not None:
+            return entry((self,))
         return np.transpose(self)
 
     def transpose(self, *axes: Any) -> "DTensor":
@@ -395,8 +439,57 @@ class DTensor(NDArrayOperatorsMixin):
 
 
 register_sharded_type(DTensor)
+_fast_get = FAST_PATH.get
+
+
+def _fast_operator(name: str, ufunc: Any, reflected: bool) -> Any:
+    """``DTensor.__add__`` and co: a repeated call with a DTensor or a plain int/float is one FAST_PATH lookup.
+
+    Anything else (and a first call) goes through ``NDArrayOperatorsMixin``'s
+    operator, which calls the ufunc (so ``__array_ufunc__``), as before.
+    """
+    slow = getattr(NDArrayOperatorsMixin, name)
+
+    def operator_(self: "DTensor", other: Any) -> Any:
+        c = other.__class__
+        if c is DTensor:
+            key = (ufunc, other._spec, self._spec) if reflected else (ufunc, self._spec, other._spec)
+        elif (c is float and other == other and other != 0) or c is int:
+            key = (ufunc, c, other, self._spec) if reflected else (ufunc, self._spec, c, other)
+        else:
+            return slow(self, other)
+        entry = _fast_get(key)
+        if entry is None:
+            return slow(self, other)
+        return entry((other, self) if reflected else (self, other))
+
+    operator_.__name__ = operator_.__qualname__ = name
+    operator_.__doc__ = slow.__doc__
+    return operator_
+
+
+for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("truediv", np.true_divide),
+                      ("matmul", np.matmul), ("pow", np.power), ("floordiv", np.floor_divide), ("mod", np.remainder)):
+    setattr(DTensor, f"__{_name}__", _fast_operator(f"__{_name}__", _ufunc, False))
+    setattr(DTensor, f"__r{_name}__", _fast_operator(f"__r{_name}__", _ufunc, True))
 
 _NAMESPACE_FACTORY: list[Any] = []  # dtensor_np.array_api.namespace, registered when that package is imported
+
+
+def readonly(array: Any) -> Any:
+    """A read-only view of a NumPy array (itself when already read-only); a CuPy array as it is.
+
+    Example:
+        >>> a = np.zeros(2)
+        >>> v = readonly(a)
+        >>> v.flags.writeable, np.shares_memory(a, v), a.flags.writeable
+        (False, True, True)
+    """
+    if array.__class__ is not np.ndarray or not array.flags.writeable:
+        return array
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 def register_namespace_factory(make: Any) -> None:
@@ -445,6 +538,18 @@ _new_dtensor = DTensor.__new__
 _set_shards = DTensor._shards.__set__  # type: ignore[attr-defined]
 _set_spec = DTensor._spec.__set__  # type: ignore[attr-defined]
 _set_namespace = DTensor._namespace.__set__  # type: ignore[attr-defined]
+
+
+def _from_parts(shards: dict, spec: DTensorSpec, namespace: Any) -> DTensor:
+    """A DTensor of a shards dict that nothing else holds (no copy, no check): the fast path's results."""
+    out = _new_dtensor(DTensor)
+    _set_shards(out, shards)
+    _set_spec(out, spec)
+    _set_namespace(out, namespace)
+    return out
+
+
+register_fast_type(DTensor, _from_parts)
 
 
 def _as_tuple(placements: Sequence[Placement]) -> tuple[Placement, ...]:

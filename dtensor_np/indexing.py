@@ -58,7 +58,7 @@ import numpy as np
 from collectives import array_module
 
 from .arrays import check_array
-from .dispatch import run_rule
+from .dispatch import fast_builder, hit_counter, remember, run_rule
 from .errors import ShardingError
 from .placements import Placement, Replicate, Shard
 from .propagation.common import partial_free
@@ -80,7 +80,7 @@ from .runtime import backend_for
 from .sharded import is_sharded
 from .spec import DTensorSpec, TensorMeta
 
-__all__ = ["getitem", "iterate", "IndexUpdater", "IndexUpdate", "update", "UPDATES"]
+__all__ = ["getitem", "iterate", "IndexUpdater", "IndexUpdate", "update", "UPDATES", "GETITEM"]
 
 UPDATES = {"set": None, "add": np.add, "multiply": np.multiply, "min": np.minimum, "max": np.maximum}
 """The functional updates and the ufunc whose ``.at`` each one is (``set`` assigns)."""
@@ -145,8 +145,8 @@ def _mask_spec(x_spec: DTensorSpec, mask: Any, a: int) -> DTensorSpec:
 
 
 # -- reading ----------------------------------------------------------------------------------------
-def getitem(x: Any, index: Any) -> Any:
-    """``x[index]`` (see the module docstring)."""
+def getitem(x: Any, index: Any, fast_key: Optional[tuple] = None) -> Any:
+    """``x[index]`` (see the module docstring); ``fast_key``: keep the call on the dispatch fast path under it."""
     items = _own_items(x, index)
     read_index(x.shape, _stand_ins(items))  # NumPy's errors, before anything moves
     masks = _masks(items)
@@ -165,7 +165,7 @@ def getitem(x: Any, index: Any) -> Any:
             ready += [_replicated(x, a) for a in arrays]
         else:
             ready.append(item)
-    return run_rule(GETITEM, (x, tuple(ready)), {})
+    return run_rule(GETITEM, (x, tuple(ready)), {}, fast_key)
 
 
 def _mask_getitem(x: Any, mask: Any, a: int) -> Any:
@@ -317,8 +317,14 @@ def _check_value(x: Any, value: Any, op: str) -> Any:
     return value
 
 
-def update(x: Any, index: Any, value: Any, op: str) -> Any:
-    """``x`` updated at ``index`` with ``value`` by ``op`` (see the module docstring); a new DTensor."""
+def update(x: Any, index: Any, value: Any, op: str, fast_key: Optional[tuple] = None) -> Any:
+    """``x`` updated at ``index`` with ``value`` by ``op`` (see the module docstring); a new DTensor.
+
+    With ``fast_key`` (the caller's key of ``(op, x.spec, index, value)``, a
+    static index and a scalar value), a basic update keeps its entry
+    ``entry(x, value)`` on the dispatch fast path: the spec, the move of a
+    pending sum and every rank's block part precomputed.
+    """
     if op not in UPDATES:
         raise ValueError(f"expected an update among {sorted(UPDATES)}, got {op!r}")
     items = _own_items(x, index)
@@ -349,7 +355,36 @@ def update(x: Any, index: Any, value: Any, op: str) -> Any:
         new = {r: _advanced_update(s, spec, r, plan, arrays, full, op) for r, s in shards.items()}
     else:
         new = {r: _basic_update(s, spec, r, plan, full, op) for r, s in shards.items()}
+        if fast_key is not None and _ndim(value) == 0 and not is_sharded(value):
+            _remember_update(fast_key, x, spec, plan, op)
     return type(x)(new, spec, namespace=x.namespace)
+
+
+def _remember_update(key: tuple, x: Any, spec: DTensorSpec, plan: IndexPlan, op: str) -> None:
+    """The fast-path entry ``entry(x, value)`` of a basic update by a scalar (see :func:`update`)."""
+    build = fast_builder(x.__class__)
+    if build is None:
+        return
+    src = x.spec
+    parts = {r: block_part(plan, spec, r) for r in x.shards}
+    owned = tuple((r, parts[r].index) for r in x.shards if not parts[r].empty)
+    hits = hit_counter()
+    ufunc = UPDATES[op]
+
+    def entry(x: Any, value: Any) -> Any:
+        hits[0] += 1
+        shards = x._shards if spec is src else redistribute_shards(x._shards, src, spec)
+        new = dict(shards)
+        for r, index in owned:
+            out = new[r].copy()
+            if ufunc is None:
+                out[index] = value
+            else:
+                ufunc.at(out, index, value)
+            new[r] = out
+        return build(new, spec, x._namespace)
+
+    remember(key, entry)
 
 
 def _ndim(value: Any) -> int:

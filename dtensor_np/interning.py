@@ -11,6 +11,13 @@ more is freed, and a value equal to it made later is the only one alive.
 Calls with plain scalar arguments (``Shard(0)``, ``Partial("max")``) skip the
 validation after the first time.
 
+The tables keyed by interned values that must not grow without end (the
+scalar-argument table here, the dispatch fast path of
+:mod:`dtensor_np.dispatch`) are :class:`BoundedCache`: a plain ``dict`` (so a
+lookup is one C-level ``dict.get``) whose ``put`` evicts the oldest entry
+(first in, first out) once ``maxsize`` entries are held.  An evicted entry is
+only a lost shortcut: the next call builds it again.
+
 Example:
     >>> from dtensor_np import Shard, DeviceMesh
     >>> Shard(0) is Shard(0), DeviceMesh((2, 2)) is DeviceMesh((2, 2))
@@ -23,10 +30,42 @@ import threading
 import weakref
 from typing import Any
 
-__all__ = ["Interned"]
+__all__ = ["Interned", "BoundedCache"]
 
 _SCALARS = frozenset({int, str, float, bool, type(None)})
 _SIMPLE_LIMIT = 4096
+
+
+class BoundedCache(dict):
+    """A dict of at most ``maxsize`` entries: ``put`` evicts the oldest (first in, first out) when full.
+
+    Read it as a dict (``cache.get(key)``, at C speed); write it with ``put``.
+
+    Example:
+        >>> c = BoundedCache(2)
+        >>> for k in "abc":
+        ...     c.put(k, k.upper())
+        >>> sorted(c), c.get("a"), c.maxsize
+        (['b', 'c'], None, 2)
+    """
+
+    __slots__ = ("maxsize",)
+
+    def __init__(self, maxsize: int) -> None:
+        super().__init__()
+        if maxsize < 1:
+            raise ValueError(f"maxsize must be at least 1, got {maxsize}")
+        self.maxsize = maxsize
+
+    def put(self, key: Any, value: Any) -> None:
+        """Store ``value`` under ``key``, first evicting the oldest entries beyond ``maxsize - 1``."""
+        if key not in self:
+            while len(self) >= self.maxsize:
+                try:
+                    del self[next(iter(self))]
+                except (KeyError, RuntimeError, StopIteration):  # another thread evicted it first
+                    break
+        self[key] = value
 
 
 class Interned(type):
@@ -40,7 +79,7 @@ class Interned(type):
     def __init__(cls, name: str, bases: tuple[type, ...], namespace: dict[str, Any]) -> None:
         super().__init__(name, bases, namespace)
         cls._interned = weakref.WeakValueDictionary()  # canonical key -> the value
-        cls._simple: dict[tuple[Any, ...], Any] = {}  # typed scalar arguments -> the value
+        cls._simple = BoundedCache(_SIMPLE_LIMIT)  # typed scalar arguments -> the value
         cls._lock = threading.Lock()
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
@@ -57,7 +96,5 @@ class Interned(type):
             if value is None:
                 cls._interned[key] = value = made
             if simple is not None:
-                if len(cls._simple) >= _SIMPLE_LIMIT:
-                    cls._simple.clear()
-                cls._simple[simple] = value
+                cls._simple.put(simple, value)
         return value

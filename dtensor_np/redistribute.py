@@ -48,9 +48,12 @@ class LocalStepFn:
     """A plan step that moves no data (``chunk``: R -> S keeps this rank's piece; ``partition``: R -> P).
 
     ``for_rank(rank)`` is the step as a function of that rank's array, worked
-    out once; calling ``step(rank, x)`` does the same.  A chunk is a
-    C-contiguous copy (into a recycled buffer when large), never a view of its
-    input.  A partition divides a ``sum`` by the group size for inexact dtypes
+    out once; calling ``step(rank, x)`` does the same.  A chunk of leading
+    rows (``R -> S(0)`` and every chunk whose only cut is the first dim) of a
+    C-contiguous NumPy block is a read-only view of it (no copy: buffers are
+    never written in place; the view keeps the whole block alive); any other
+    chunk is a C-contiguous copy (into a recycled buffer when large).  A
+    partition divides a ``sum`` by the group size for inexact dtypes
     and keeps integers on the group's first rank (zeros elsewhere); other ops
     keep every value.
 
@@ -95,7 +98,7 @@ def local_step(step: Step) -> LocalStepFn:
 
 
 def _chunk(before: DTensorSpec, after: DTensorSpec, rank: int) -> Callable[[Array], Array]:
-    """This rank's piece of its block: one C-contiguous copy."""
+    """This rank's piece of its block: a read-only view of leading rows, else one C-contiguous copy."""
     shape, start_before = before.local_block(rank)
     out_shape, start_after = after.local_block(rank)
     index = [slice(a - b, a - b + n) for a, b, n in zip(start_after, start_before, out_shape)]
@@ -103,6 +106,8 @@ def _chunk(before: DTensorSpec, after: DTensorSpec, rank: int) -> Callable[[Arra
         index.pop()
     key: Any = index[0] if len(index) == 1 else tuple(index)  # a single leading slice indexes fastest
     dtype = before.dtype
+    if len(index) <= 1:  # rows of a C-contiguous block are C-contiguous: a read-only view, no copy
+        return _row_view(key)
     take = allocator(out_shape, dtype)
     if take is None:
         return lambda x: x[key].copy()
@@ -116,6 +121,20 @@ def _chunk(before: DTensorSpec, after: DTensorSpec, rank: int) -> Callable[[Arra
         return out
 
     return copy
+
+
+def _row_view(key: Any) -> Callable[[Array], Array]:
+    """``x[key]`` (``key`` a leading slice) as a read-only view of a C-contiguous NumPy ``x``; a copy otherwise."""
+    ndarray = np.ndarray
+
+    def view(x: Array) -> Array:
+        if x.__class__ is not ndarray or not x.flags.c_contiguous:
+            return x[key].copy()
+        out = x[key]
+        out.flags.writeable = False
+        return out
+
+    return view
 
 
 def _partition(target: Partial, mesh_dims: tuple[int, ...], coordinate: tuple[int, ...],

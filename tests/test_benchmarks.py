@@ -76,3 +76,27 @@ def test_train_step_benchmark_checks_losses_and_counts_collectives(tmp_path: Pat
                                       "all_reduce": 1}
     assert rows[1]["collectives"] == {"all_reduce": 4}  # one layer: Megatron's two forward and two backward
     assert all(r["single_ms"] > 0 and r["fsdp_ms"] > 0 for r in rows)
+
+
+def test_dispatch_benchmark_writes_a_row_per_op(tmp_path: Path):
+    out = tmp_path / "rows.json"
+    done = _run("dispatch.py", "--iters", "5", "--repeats", "1", "--json", str(out))
+    rows = json.loads(out.read_text())
+    assert [r["op"] for r in rows][:7] == ["x + x", "x * 2.0", "np.maximum(x, 0)", "np.exp(x)", "x @ w",
+                                           "np.sum(x, axis=1)", "x.T"]
+    assert "x[0] = 1" in [r["op"] for r in rows]
+    for r in rows:
+        assert r["backend"] == "mpi" and r["ranks"] == 2 and r["iters"] == 5
+        assert r["dtensor_us"] > 0 and r["local_us"] > 0
+        assert r["overhead_us"] == pytest.approx(r["dtensor_us"] - r["local_us"], abs=0.002)
+    assert "overhead us" in done.stdout
+
+
+def test_dispatch_benchmark_runs_simulated(tmp_path: Path):
+    out = tmp_path / "rows.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "dispatch.py"), "--ranks", "4", "--iters", "3",
+               "--repeats", "1", "--ops", "x + x,x[0] = 1", "--json", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=clean_mpi_env(), cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads(out.read_text())
+    assert [(r["op"], r["backend"], r["ranks"]) for r in rows] == [("x + x", "simulated", 4), ("x[0] = 1", "simulated", 4)]

@@ -109,8 +109,7 @@ def _ufunc_rule(ufunc: np.ufunc) -> OpRule:
         kwargs = dict(kw)
         tensor_positions = [i for i in range(n) if all(i != j for j, _ in scalars)]
 
-        def local(rank: int, *arrays: Any) -> Any:
-            return ufunc(*_merge(arrays, scalars, n), **kwargs)
+        local = _ufunc_local(ufunc, scalars, n, kwargs)
 
         return elementwise_decision(
             specs,
@@ -122,6 +121,25 @@ def _ufunc_rule(ufunc: np.ufunc) -> OpRule:
         )
 
     return OpRule(ufunc.__name__, bind, decide)
+
+
+def _ufunc_local(ufunc: np.ufunc, scalars: tuple, n: int, kwargs: dict) -> Any:
+    """``local(rank, *arrays)``: the ufunc on the arrays with the scalars in their places (no per-call merging
+    for the common forms: arrays only, or two operands of which one is a scalar)."""
+    if not kwargs:
+        if not scalars:
+            return lambda rank, *arrays: ufunc(*arrays)
+        if n == 2 and len(scalars) == 1:
+            (position, scalar), = scalars
+            value = scalar.value
+            if position == 1:
+                return lambda rank, a: ufunc(a, value)
+            return lambda rank, a: ufunc(value, a)
+
+    def local(rank: int, *arrays: Any) -> Any:
+        return ufunc(*_merge(arrays, scalars, n), **kwargs)
+
+    return local
 
 
 def _register_ufuncs() -> None:

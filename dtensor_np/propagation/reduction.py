@@ -64,6 +64,7 @@ REDUCTIONS: dict[str, Optional[str]] = {
 # pending reductions each reduction lets through (when it keeps the input's dtype)
 _PASSES = {"sum": ("sum", "avg"), "mean": ("sum", "avg"), "max": ("max",), "min": ("min",)}
 _FUNCS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod, "any": np.any, "all": np.all}
+_DIRECT = {"sum": np.add.reduce, "prod": np.multiply.reduce, "max": np.maximum.reduce, "min": np.minimum.reduce}
 # ufunc.reduce spellings: np.add.reduce(x, axis) is a sum, and so on.
 UFUNC_REDUCE = {np.add: "sum", np.maximum: "max", np.minimum: "min", np.multiply: "prod", np.logical_or: "any", np.logical_and: "all"}
 # dtype kinds a DTensor cannot hold (object, strings, void, datetimes)
@@ -87,9 +88,13 @@ def _numpy_reduce(kind: str, axes: Optional[tuple[int, ...]], keepdims: bool, dt
     if dtype is not None:
         options["dtype"] = dtype
     run = _FUNCS[kind] if ufunc is None else ufunc.reduce
+    # np.sum/prod/max/min of an ndarray is exactly this ufunc's reduce, without fromnumeric's Python wrapper
+    direct = _DIRECT.get(kind, run) if ufunc is None else run
+    ndarray = np.ndarray
 
     def reduce(x: Any, initial: Any = None) -> Any:
-        return run(x, **options) if initial is None else run(x, initial=initial, **options)
+        f = direct if x.__class__ is ndarray else run
+        return f(x, **options) if initial is None else f(x, initial=initial, **options)
 
     return reduce
 
@@ -174,11 +179,14 @@ def reduction_decision(
     if kind in ("max", "min") and sharded_reduced:
         identity = _identity(kind, out_dtype)
 
+        empty: dict[int, bool] = {}  # rank -> its block has nothing to reduce (worked out once)
+
         def local(rank: int, x: Any) -> Any:
-            local_shape = in_spec.local_shape_of_rank(rank)
-            if any(local_shape[a] == 0 for a in reduced):
-                return reduce(x, initial=identity)
-            return reduce(x)
+            nothing = empty.get(rank)
+            if nothing is None:
+                local_shape = in_spec.local_shape_of_rank(rank)
+                nothing = empty[rank] = any(local_shape[a] == 0 for a in reduced)
+            return reduce(x, initial=identity) if nothing else reduce(x)
 
         return Decision((in_spec,), (out_spec,), local)
 

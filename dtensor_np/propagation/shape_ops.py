@@ -174,8 +174,12 @@ def reshape_decision(spec: DTensorSpec, oshape: Sequence[int]) -> Decision:
     in_spec = DTensorSpec(mesh, tuple(inputs), spec.tensor_meta)
     out_spec = DTensorSpec(mesh, tuple(outputs), TensorMeta(oshape, spec.dtype))
 
+    shapes: dict[int, tuple[int, ...]] = {}  # rank -> its local output shape, worked out once
+
     def local(rank: int, x: Any) -> Any:
-        shape = out_spec.local_shape_of_rank(rank)
+        shape = shapes.get(rank)
+        if shape is None:
+            shape = shapes[rank] = out_spec.local_shape_of_rank(rank)
         return np.reshape(x, shape)
 
     return Decision((in_spec,), (out_spec,), local)

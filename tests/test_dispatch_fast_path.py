@@ -1,0 +1,189 @@
+"""The dispatch fast path (dtensor_np.dispatch) gives what the slow path gives, and the aliasing policy holds.
+
+For every op of the dispatch benchmark's table: the first call (the slow path,
+which builds the entry), a repeated call (the fast path: counted, not timed),
+a call after the cache is cleared and a call after an item assignment rebound
+the operand all give NumPy's values with one spec.  Scalars that compare equal
+but differ in type or sign are different keys.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dtensor_np as dt
+from dtensor_np import Replicate, Shard
+from dtensor_np.dispatch import FAST_PATH, clear_fast_path, fast_path_stats
+from dtensor_np.interning import BoundedCache
+
+
+def _benchmark_ops() -> dict[str, Any]:
+    """The op table of benchmarks/dispatch.py (loaded from the script, which is no package)."""
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    spec = importlib.util.spec_from_file_location("dispatch_benchmark", folder / "dispatch.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.OPS
+
+
+OPS = dict(_benchmark_ops())
+OPS.update({  # more operator forms and keywords
+    "2.0 * x": lambda x, w: 2.0 * x,
+    "x - 3": lambda x, w: x - 3,
+    "np.add(x, x, dtype=np.float32)": lambda x, w: np.add(x, x, dtype=np.float32),
+})
+
+
+def _same(got: Any, expected_full: np.ndarray, spec: Any = None) -> None:
+    assert isinstance(got, dt.DTensor)
+    if spec is not None:
+        assert got.spec is spec
+    full = got.full_tensor()
+    assert full.dtype == expected_full.dtype and full.shape == expected_full.shape
+    np.testing.assert_allclose(full, expected_full, rtol=1e-12, atol=1e-12)
+
+
+def _shards_equal(a: Any, b: Any) -> None:
+    assert a.spec is b.spec
+    for r in a.shards:
+        assert a.shards[r].dtype == b.shards[r].dtype
+        np.testing.assert_array_equal(a.shards[r], b.shards[r])
+
+
+@pytest.mark.worlds(simulated=(1, 2, 4), mpi=(2,))
+@pytest.mark.parametrize("name", list(OPS))
+def test_fast_path_matches_the_slow_path(world, name):
+    op = OPS[name]
+    mesh = dt.DeviceMesh((world.size,), backend=world.kind)
+    rng = np.random.default_rng(1)
+    full_x, full_w = rng.standard_normal((64, 64)), rng.standard_normal((64, 64))
+    x = dt.distribute_tensor(full_x, mesh, [Shard(0)])
+    w = dt.distribute_tensor(full_w, mesh, [Replicate()])
+    expected = op(full_x.copy(), full_w)
+
+    def fresh() -> Any:  # a handle of its own: x[0] = 1 rebinds its operand
+        return dt.DTensor(x.local_shards(), x.spec)
+
+    clear_fast_path()
+    before = fast_path_stats()
+    slow = op(fresh(), w)
+    built = fast_path_stats()
+    assert built["misses"] == before["misses"] + 1 and built["entries"] == 1, name
+    _same(slow, expected)
+    fast = op(fresh(), w)
+    after = fast_path_stats()
+    assert after["hits"] == built["hits"] + 1 and after["misses"] == built["misses"], name
+    _shards_equal(fast, slow)
+    _same(fast, expected, slow.spec)
+
+    clear_fast_path()  # the slow path again, then the fast path again
+    assert fast_path_stats()["entries"] == 0
+    _shards_equal(op(fresh(), w), slow)
+    _shards_equal(op(fresh(), w), slow)
+
+    # an item assignment rebinds the operand to new values (same spec): the entry serves it
+    y = fresh()
+    y[1] = 5.0
+    full_y = full_x.copy()
+    full_y[1] = 5.0
+    hits = fast_path_stats()["hits"]
+    _same(op(y, w), op(full_y.copy(), full_w), slow.spec)
+    assert fast_path_stats()["hits"] > hits
+    _same(x, full_x)  # no other handle changed
+
+
+@pytest.mark.worlds(simulated=(2,), mpi=(2,))
+def test_keys_tell_apart_equal_scalars_of_other_types_and_signs(world):
+    mesh = dt.DeviceMesh((world.size,), backend=world.kind)
+    a = np.arange(6)
+    xi = dt.distribute_tensor(a, mesh, [Shard(0)])
+    xf = dt.distribute_tensor(a - 2.5, mesh, [Shard(0)])
+    for _ in range(2):
+        for s in (2, 2.0, True, np.float32(2), np.int8(2)):
+            assert (xi + s).dtype == (a + s).dtype
+            np.testing.assert_array_equal((xi + s).full_tensor(), a + s)
+        for s in (0.0, -0.0, float("nan"), 0.0):
+            np.testing.assert_array_equal(np.copysign(xf, s).full_tensor(), np.copysign(a - 2.5, s))
+    np.testing.assert_array_equal(np.sum(xi, axis=0, keepdims=True).full_tensor(), a.sum(0, keepdims=True))
+    np.testing.assert_array_equal(np.sum(xi, axis=0).full_tensor(), a.sum(0))
+
+
+@pytest.mark.worlds(simulated=(2,), mpi=(2,))
+def test_calls_that_cannot_be_keyed_take_the_slow_path(world):
+    mesh = dt.DeviceMesh((world.size,), backend=world.kind)
+    x = dt.distribute_tensor(np.arange(4.0), mesh, [Shard(0)])
+    clear_fast_path()
+    np.testing.assert_array_equal(np.add(x, [1.0, 2.0, 3.0, 4.0][0]).full_tensor(), np.arange(4.0) + 1)
+    assert fast_path_stats()["entries"] == 1
+    with pytest.raises(TypeError):
+        x + np.ones(4)  # a plain array is refused, as before
+    out = dt.distribute_tensor(np.zeros(4), mesh, [Shard(0)])
+    np.add(x, x, out=out)  # out= rebinds: the slow path
+    np.testing.assert_array_equal(out.full_tensor(), 2 * np.arange(4.0))
+    np.testing.assert_array_equal(np.concatenate([x, x]).full_tensor(), np.concatenate([np.arange(4.0)] * 2))
+    assert fast_path_stats()["entries"] == 1  # neither a list of DTensors nor out= made an entry
+
+
+def test_the_cache_is_bounded_first_in_first_out():
+    cache = BoundedCache(3)
+    for k in range(5):
+        cache.put(k, k)
+    assert list(cache) == [2, 3, 4]
+    cache.put(3, "again")  # an existing key: nothing evicted
+    assert list(cache) == [2, 3, 4] and cache[3] == "again"
+    assert FAST_PATH.maxsize == fast_path_stats()["maxsize"] > 0
+    with pytest.raises(ValueError):
+        BoundedCache(0)
+
+
+@pytest.mark.worlds(simulated=(1, 2), mpi=(2,))
+def test_local_arrays_are_read_only_views(world):
+    mesh = dt.DeviceMesh((world.size,), backend=world.kind)
+    full = np.arange(12.0).reshape(6, 2)
+    x = dt.distribute_tensor(full, mesh, [Shard(0)])
+    local = x.to_local()
+    arrays = [local] if world.kind == "mpi" else list(local.shards.values())
+    arrays += list(x.local_shards().values())
+    for a in arrays:
+        assert not a.flags.writeable
+        assert any(np.shares_memory(a, s) for s in x.shards.values())  # a view: no copy
+        with pytest.raises(ValueError):
+            a[...] = -1
+    np.testing.assert_array_equal(x.full_tensor(), full)
+    # a writable copy is one call away, and writing to it leaves x alone
+    mine = np.array(arrays[0])
+    mine[...] = -1
+    np.testing.assert_array_equal(x.full_tensor(), full)
+    # a replicated array's full_tensor() is its shard: read-only too
+    r = dt.distribute_tensor(full, mesh, [Replicate()])
+    assert not r.full_tensor().flags.writeable
+
+
+@pytest.mark.worlds(simulated=(2, 4), mpi=(2,))
+def test_a_redistribute_that_only_keeps_rows_returns_read_only_views(world):
+    mesh = dt.DeviceMesh((world.size,), backend=world.kind)
+    full = np.arange(16.0).reshape(8, 2)
+    r = dt.distribute_tensor(full, mesh, [Replicate()])
+    s = r.redistribute([Shard(0)])
+    for rank, block in s.shards.items():
+        assert np.shares_memory(block, r.shards[rank]) and not block.flags.writeable
+    np.testing.assert_array_equal(s.full_tensor(), full)
+    cols = r.redistribute([Shard(1)])  # columns are not contiguous: a copy
+    for rank, block in cols.shards.items():
+        assert not np.shares_memory(block, r.shards[rank]) and block.flags.c_contiguous
+    # ops and updates on the views never write to them
+    y = s * 2 + 1
+    s2 = dt.DTensor(s.local_shards(), s.spec)
+    s2[0] = 100.0
+    np.testing.assert_array_equal(r.full_tensor(), full)
+    np.testing.assert_array_equal(y.full_tensor(), full * 2 + 1)
+    expected = full.copy()
+    expected[0] = 100.0
+    np.testing.assert_array_equal(s2.full_tensor(), expected)
