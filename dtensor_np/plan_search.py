@@ -314,7 +314,7 @@ _IState = tuple[tuple[tuple[int, ...], ...], int]
 _IMove = tuple[str, tuple[int, ...], int]
 
 # The move families of the search (see the module docstring).
-FULL, LANDING, PARKING, PRECHUNKED = 0, 1, 2, 3
+FULL, LANDING, PARKING, PRECHUNKED, PROBES = 0, 1, 2, 3, 4
 
 
 class _Problem:
@@ -700,6 +700,53 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
     return _Outcome(None, upper, True, work)
 
 
+def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
+    """``LANDING`` searches from the start and from every state within :data:`PROBE_DEPTH` moves of it
+    (any move of ``FULL``), best first by the lower bound; each may look at :data:`PROBE_MOVES` moves.
+
+    The cheapest path found below ``upper`` (or None), and the moves looked at, the probes' first
+    moves counted too; past ``budget`` the probes stop.
+    """
+    bound = pb.bound if pb.bound is not None else math.inf
+    nbytes = pb.nbytes
+    heuristic = pb.heuristic
+    step = pb.step_cost
+    tie = itertools.count()
+    f0, _ = heuristic(pb.start, pb.start_shards)
+    # (f, depth, tie, node as _astar takes it)
+    heap: list = [(f0, 0, next(tie), (f0, -1, 0.0, pb.start, 0, pb.start_shards, None))]
+    seen: set = set()
+    best: Optional[tuple[_IMove, ...]] = None
+    work = 0
+    while heap and work < budget:
+        f, depth, _, node = heapq.heappop(heap)
+        if f >= upper:
+            break
+        _, _, g, state, used, shards, links = node
+        if (state, used) in seen:
+            continue
+        seen.add((state, used))
+        out = _astar(pb, LANDING, min(PROBE_MOVES if depth else PROBE_ROOT, budget - work), upper, node=node)
+        work += out.work
+        if out.imoves is not None:
+            best, upper = out.imoves, out.cost
+        if depth == PROBE_DEPTH:
+            continue
+        local = nbytes / shards
+        for kind, dims, e, k, nxt in pb.successors(state, FULL):
+            work += 1
+            if work > budget:
+                break
+            coll, grow = _EFFECT[kind]
+            c = g + step(kind, k, local)
+            nshards = shards * k if grow > 0 else shards // k if grow else shards
+            h, n_coll = heuristic(nxt, nshards)
+            if used + coll + n_coll > bound or c + h >= upper:
+                continue
+            heapq.heappush(heap, (c + h, depth + 1, next(tie), (c + h, -1, c, nxt, used + coll, nshards, (links, (kind, dims, e)))))
+    return _Outcome(best, upper, not heap, work)
+
+
 def greedy_path(start: SearchState, goal: Optional[SearchState], mesh_shape: tuple[int, ...], steps: Sequence[tuple[int, Placement, Placement]]) -> Optional[tuple[Move, ...]]:
     """The greedy planner's ``(mesh dim, src, dst)`` steps as a path of :data:`Move` (steps on size-1 mesh dims dropped).
 
@@ -773,9 +820,12 @@ class SearchResult:
 # runs LANDING from each of its starts), then the full one with what is left of
 # BUDGET; counted in moves looked at, so every rank plans the same steps.  See
 # the module docstring for how they were chosen.
-STAGES = ((LANDING, 120), (PRECHUNKED, 40), (PARKING, 100))
+STAGES = ((PROBES, 300),)
 BUDGET = 300
 EXACT_DIMS = 3
+PROBE_DEPTH = 2
+PROBE_MOVES = 40
+PROBE_ROOT = 80
 
 
 def search_path(
@@ -802,10 +852,14 @@ def search_path(
     if greedy is not None:
         best_path, best_cost = greedy, path_cost(greedy, start, nbytes, mesh_shape, model)
     work = 0
-    for family, most in STAGES:
+    # with no limit the full search alone decides (an incumbent prunes nothing it would expand)
+    for family, most in STAGES if total < math.inf else ():
         starts = pb.prechunked() if family == PRECHUNKED else [None]
         for node in starts:
-            out = _astar(pb, LANDING if family == PRECHUNKED else family, most, best_cost, node=node)
+            if family == PROBES:
+                out = _probes(pb, most, best_cost)
+            else:
+                out = _astar(pb, LANDING if family == PRECHUNKED else family, most, best_cost, node=node)
             work += out.work
             if out.imoves is not None:
                 best_path, best_cost, method = pb.external(out.imoves), out.cost, "approximate"
