@@ -251,6 +251,20 @@ def test_an_approximate_plan_shows_in_explain(starved):
     assert plan_cost(exact, src) < plan_cost(plan, src) < greedy_cost(src, dst)
 
 
+def test_the_probes_find_what_the_landing_search_misses(starved):
+    # a reduce_scatter onto a tensor dim the target leaves whole (S(2) on mesh dim 0), moved later: the
+    # full search does not finish within the budget, the probes find the exhaustive search's cost
+    src = DTensorSpec(DeviceMesh((2, 2, 2, 2)), (Partial(), Shard(1), Shard(2), Partial()), TensorMeta((64, 64, 64), "float32"))
+    dst = src.with_placements((R, R, R, Shard(1)))
+    exact = plan_cost(plan_exhaustive(src, dst), src)
+    plan = dt.plan_redistribute(src, dst)
+    assert plan.method == "approximate" and same_cost(plan_cost(plan, src), exact)
+    assert plan_cost(plan, src) < 0.4 * greedy_cost(src, dst)
+    planner._plan_cached.cache_clear()
+    starved.setattr(plan_search, "STAGES", ((plan_search.LANDING, 1000),))
+    assert plan_cost(dt.plan_redistribute(src, dst), src) > exact * 1.1
+
+
 def test_exact_plans_explain_as_before():
     src = DTensorSpec(DeviceMesh((2, 2)), (Shard(0), R), TensorMeta((8, 8), "float32"))
     plan = dt.plan_redistribute(src, src.with_placements((R, Shard(1))))
