@@ -30,7 +30,9 @@ dims, 3,000 on 2x2x2x2x2, up to 10,000), so ``PROBES`` first looks for a cheap
 path: ``LANDING`` searches from the start (at most :data:`PROBE_ROOT` moves)
 and from every state within :data:`PROBE_DEPTH` moves of it, any ``FULL``
 move (at most :data:`PROBE_MOVES` moves each), those states taken best first
-by the lower bound and dropped once it reaches the best cost so far.  The
+by the lower bound and dropped once it reaches the best cost so far, the
+searches sharing one table of expanded states (none expands a state that an
+earlier one expanded from no more cost and collectives).  The
 cheapest plans that ``LANDING`` misses mostly start with one or two moves it
 leaves out (a chunk or reduce_scatter onto a tensor dim the target does not
 split there, shrinking the array for the collectives after it; an
@@ -650,7 +652,8 @@ _EFFECT = {
 }
 
 
-def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = False, node: Optional[tuple] = None) -> _Outcome:
+def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = False, node: Optional[tuple] = None,
+           shared: Optional[dict] = None) -> _Outcome:
     """A* from ``pb.start`` to ``pb.goal`` under the collective cap, pruning every path of cost >= ``upper``.
 
     With ``ties``, paths of cost ``upper`` (to a relative 1e-9) are kept: the
@@ -697,6 +700,11 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
         if work >= budget:
             return _Outcome(None, upper, False, work)
         fewest[state] = used
+        if shared is not None:
+            seen = shared.get(state)
+            if seen is not None and seen[0] <= g and seen[1] <= used:
+                continue  # an earlier probe expanded it from no worse
+            shared[state] = (g, used)
         local = nbytes / shards
         for kind, dims, e, k, nxt in successors(state, family):
             work += 1
@@ -720,7 +728,9 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
 def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
     """``LANDING`` searches from the start and from every state within :data:`PROBE_DEPTH` moves of it
     (any move of ``FULL``), best first by the lower bound; the first may look at :data:`PROBE_ROOT`
-    moves, each other at :data:`PROBE_MOVES`.
+    moves, each other at :data:`PROBE_MOVES`.  The searches share one table of the states they
+    expanded: a state an earlier one expanded from no more cost and collectives is not expanded again
+    (a probe is a heuristic: this drops nothing the guarantees need).
 
     The cheapest path found below ``upper`` (or None), and the moves looked at, the probes' first
     moves counted too; past ``budget`` the probes stop.
@@ -734,6 +744,7 @@ def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
     # (f, depth, tie, node as _astar takes it)
     heap: list = [(f0, 0, next(tie), (f0, -1, 0.0, pb.start, 0, pb.start_shards, None))]
     seen: set = set()
+    shared: dict = {}
     best: Optional[tuple[_IMove, ...]] = None
     work = 0
     while heap and work < budget:
@@ -744,7 +755,7 @@ def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
         if (state, used) in seen:
             continue
         seen.add((state, used))
-        out = _astar(pb, LANDING, min(PROBE_MOVES if depth else PROBE_ROOT, budget - work), upper, node=node)
+        out = _astar(pb, LANDING, min(PROBE_MOVES if depth else PROBE_ROOT, budget - work), upper, node=node, shared=shared)
         work += out.work
         if out.imoves is not None:
             best, upper = out.imoves, out.cost
