@@ -666,6 +666,7 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
     start = pb.start
     nbytes = pb.nbytes
     heuristic = pb.heuristic
+    hcache = pb._h
     successors = pb.successors
     step = pb.step_cost
     tie = itertools.count()
@@ -717,7 +718,8 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
             if c >= best.get(key, inf):
                 continue
             nshards = shards * k if grow > 0 else shards // k if grow else shards
-            h, n_coll = heuristic(nxt, nshards)
+            got = hcache.get(nxt)
+            h, n_coll = got if got is not None else heuristic(nxt, nshards)
             if n_used + n_coll > bound or c + h >= limit:
                 continue
             best[key] = c
@@ -738,6 +740,7 @@ def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
     bound = pb.bound if pb.bound is not None else math.inf
     nbytes = pb.nbytes
     heuristic = pb.heuristic
+    hcache = pb._h
     step = pb.step_cost
     tie = itertools.count()
     f0, _ = heuristic(pb.start, pb.start_shards)
@@ -769,7 +772,8 @@ def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
             coll, grow = _EFFECT[kind]
             c = g + step(kind, k, local)
             nshards = shards * k if grow > 0 else shards // k if grow else shards
-            h, n_coll = heuristic(nxt, nshards)
+            got = hcache.get(nxt)
+            h, n_coll = got if got is not None else heuristic(nxt, nshards)
             if used + coll + n_coll > bound or c + h >= upper:
                 continue
             heapq.heappush(heap, (c + h, depth + 1, next(tie), (c + h, -1, c, nxt, used + coll, nshards, (links, (kind, dims, e)))))
