@@ -25,8 +25,8 @@ replayed as moves):
 Up to :data:`EXACT_DIMS` mesh dims of size > 1, ``FULL`` runs alone and to its
 end (an incumbent would prune nothing it expands: the work of A* with a
 consistent bound is the states below the optimum).  From 4 on, the ``FULL``
-search rarely finishes within the budget (median 300 to 650 moves on 4 mesh
-dims, 3,000 on 2x2x2x2x2, up to 10,000), so ``PROBES`` first looks for a cheap
+search rarely finishes within the budget (median 320 to 420 moves on 4 mesh
+dims, 640 on 8x8x4x2x2, 2,900 on 2x2x2x2x2, up to 10,000), so ``PROBES`` first looks for a cheap
 path: ``LANDING`` searches from the start (at most :data:`PROBE_ROOT` moves)
 and from every state within :data:`PROBE_DEPTH` moves of it, any ``FULL``
 move (at most :data:`PROBE_MOVES` moves each), those states taken best first
