@@ -758,10 +758,13 @@ def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
         if (state, used) in seen:
             continue
         seen.add((state, used))
-        out = _astar(pb, LANDING, min(PROBE_MOVES if depth else PROBE_ROOT, budget - work), upper, node=node, shared=shared)
-        work += out.work
-        if out.imoves is not None:
-            best, upper = out.imoves, out.cost
+        known = shared.get(state)
+        if known is None or known[0] > g or known[1] > used:  # else the search would stop at once
+            out = _astar(pb, LANDING, min(PROBE_MOVES if depth else PROBE_ROOT, budget - work), upper, node=node,
+                         shared=shared)
+            work += out.work
+            if out.imoves is not None:
+                best, upper = out.imoves, out.cost
         if depth == PROBE_DEPTH:
             continue
         local = nbytes / shards
