@@ -83,8 +83,9 @@ than the greedy plan (it is the first incumbent: with default shard orders
 its steps always form a path of the graph, tested); the cost of
 :func:`exhaustive_path` whenever ``FULL`` finishes (``method == "exact"``;
 always up to :data:`EXACT_DIMS` mesh dims of size > 1).  Otherwise the path is
-the cheapest the probes found (``"approximate"``) or the greedy plan
-(``"greedy"``); ``dtensor_np.explain`` says so.
+the cheapest that :data:`STAGES` found (the probes, unless changed:
+``"approximate"``) or the greedy plan (``"greedy"``); ``dtensor_np.explain``
+says so.  The probes change no guarantee: they only lower the incumbent.
 
 Example:
     >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
