@@ -10,25 +10,44 @@ may use at most as many collectives as PyTorch's greedy plan (the *cap*).
 :func:`exhaustive_path` is Dijkstra over every (state, collectives used): the
 oracle, exponential in the number of mesh dims (seconds on 6 of them).
 
-The search (:func:`search_path`) is A* over the same graph, in three move
-families tried in turn, every one under the cap and pruned at the cost of the
-best path found so far (the first: the greedy plan itself, replayed as moves):
+The search (:func:`search_path`) is A* over the same graph, with move
+families that leave out moves, every search under the cap and pruned at the
+cost of the best path found so far (the first: the greedy plan itself,
+replayed as moves):
 
 * ``LANDING``: every move puts mesh dims where the target has them (a
   reduce_scatter or all_to_all or chunk into the next slot of a tensor dim
   whose outer splits already match the target), or undoes a split (all_gather,
   merged too) or reduces (all_reduce of all of one reduce op's pending mesh
   dims at once, or of those the target replicates).
-* ``PARKING``: ``LANDING`` plus reduce_scatter onto any tensor dim (in mesh dim
-  order or its reverse): a reduction that shrinks the array early and is
-  moved or gathered later.
 * ``FULL``: every move of the graph.  Finishing it proves the path optimal.
 
-Before ``PARKING``, ``LANDING`` also runs from two other starts
-(``PRECHUNKED``): every Replicate mesh dim that cannot land yet chunked first
-onto an empty spare tensor dim, or onto the last tensor dim with a split to
-undo (gathered with it later): a cheap way to the plans that shrink the array
-before their collectives.
+Up to :data:`EXACT_DIMS` mesh dims of size > 1, ``FULL`` runs alone and to its
+end (an incumbent would prune nothing it expands: the work of A* with a
+consistent bound is the states below the optimum).  From 4 on, the ``FULL``
+search rarely finishes within the budget (median 320 to 420 moves on 4 mesh
+dims, 640 on 8x8x4x2x2, 2,900 on 2x2x2x2x2, up to 10,000), so ``PROBES`` first looks for a cheap
+path: ``LANDING`` searches from the start (at most :data:`PROBE_ROOT` moves)
+and from every state within :data:`PROBE_DEPTH` moves of it, any ``FULL``
+move (at most :data:`PROBE_MOVES` moves each), those states taken best first
+by the lower bound and dropped once it reaches the best cost so far, the
+searches sharing one table of expanded states (none expands a state that an
+earlier one expanded from no more cost and collectives).  The
+cheapest plans that ``LANDING`` misses mostly start with one or two moves it
+leaves out (a chunk or reduce_scatter onto a tensor dim the target does not
+split there, shrinking the array for the collectives after it; an
+all_to_all out of the way of a swap), and a ``LANDING`` search is short (10 to
+60 moves).  ``FULL`` then gets what is left of the budget.
+
+Two other families are kept for experiments (:data:`STAGES`):
+``PARKING`` (``LANDING`` plus reduce_scatter onto any tensor dim, in mesh dim
+order or its reverse) and ``PRECHUNKED`` (``LANDING`` from the start with
+every Replicate mesh dim that cannot land yet chunked first onto an empty
+spare tensor dim or onto the last tensor dim with a split to undo).  Before
+``PROBES`` they ran in turn before ``FULL`` (``LANDING``, ``PRECHUNKED``,
+``PARKING``: 120, 40 and 100 moves); ``PROBES`` in their place matches the
+exhaustive search's cost on more pairs for the same budget
+(benchmarks/README.md).
 
 Every family leaves out two kinds of move that no cheapest path needs: undoing
 a split the target keeps under the same outer splits (a settled prefix of a
@@ -48,14 +67,14 @@ one) first, the reductions next, the all_to_alls last; also priced at the
 least local size any state has.  The count of collectives also prunes every
 path that cannot end within the cap.
 
-Budget.  The searches count the moves they look at: ``LANDING``,
-``PRECHUNKED`` and ``PARKING`` stop at :data:`STAGES`' numbers, ``FULL`` at
-what is left of :data:`BUDGET`; with at most :data:`EXACT_DIMS` mesh dims of size > 1 there is
+Budget.  The searches count the moves they look at (the probes' own first
+moves too): :data:`STAGES` stop at their numbers, ``FULL`` at what is left of
+:data:`BUDGET`; with at most :data:`EXACT_DIMS` mesh dims of size > 1 there is
 no limit (the whole graph is small: at most ~450 moves measured on 30,000
 random pairs).  The count is deterministic, so every rank plans the same
 steps.  A move is O(ndim + mesh dims) Python work (~2.5 us on a 2-core VM),
 so a search is O(BUDGET (ndim + mesh dims)): measured 0.1 to 0.2 ms median on
-2 and 3 mesh dims, 0.7 to 0.9 ms median and 1.04 ms at most on 4 to 6
+2 and 3 mesh dims, 0.7 to 0.9 ms median and about 1 ms at most on 4 to 6
 (benchmarks/README.md).  Worst case without the budget: the number of
 states, exponential in the mesh dims, as the exhaustive search.
 
@@ -64,8 +83,9 @@ than the greedy plan (it is the first incumbent: with default shard orders
 its steps always form a path of the graph, tested); the cost of
 :func:`exhaustive_path` whenever ``FULL`` finishes (``method == "exact"``;
 always up to :data:`EXACT_DIMS` mesh dims of size > 1).  Otherwise the path is
-the cheapest of the families that finished (``"approximate"``) or the greedy
-plan (``"greedy"``); ``dtensor_np.explain`` says so.
+the cheapest that :data:`STAGES` found (the probes, unless changed:
+``"approximate"``) or the greedy plan (``"greedy"``); ``dtensor_np.explain``
+says so.  The probes change no guarantee: they only lower the incumbent.
 
 Example:
     >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
@@ -314,7 +334,7 @@ _IState = tuple[tuple[tuple[int, ...], ...], int]
 _IMove = tuple[str, tuple[int, ...], int]
 
 # The move families of the search (see the module docstring).
-FULL, LANDING, PARKING, PRECHUNKED = 0, 1, 2, 3
+FULL, LANDING, PARKING, PRECHUNKED, PROBES = 0, 1, 2, 3, 4
 
 
 class _Problem:
@@ -633,7 +653,8 @@ _EFFECT = {
 }
 
 
-def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = False, node: Optional[tuple] = None) -> _Outcome:
+def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = False, node: Optional[tuple] = None,
+           shared: Optional[dict] = None) -> _Outcome:
     """A* from ``pb.start`` to ``pb.goal`` under the collective cap, pruning every path of cost >= ``upper``.
 
     With ``ties``, paths of cost ``upper`` (to a relative 1e-9) are kept: the
@@ -646,6 +667,7 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
     start = pb.start
     nbytes = pb.nbytes
     heuristic = pb.heuristic
+    hcache = pb._h
     successors = pb.successors
     step = pb.step_cost
     tie = itertools.count()
@@ -680,6 +702,11 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
         if work >= budget:
             return _Outcome(None, upper, False, work)
         fewest[state] = used
+        if shared is not None:
+            seen = shared.get(state)
+            if seen is not None and seen[0] <= g and seen[1] <= used:
+                continue  # an earlier probe expanded it from no worse
+            shared[state] = (g, used)
         local = nbytes / shards
         for kind, dims, e, k, nxt in successors(state, family):
             work += 1
@@ -692,12 +719,69 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
             if c >= best.get(key, inf):
                 continue
             nshards = shards * k if grow > 0 else shards // k if grow else shards
-            h, n_coll = heuristic(nxt, nshards)
+            got = hcache.get(nxt)
+            h, n_coll = got if got is not None else heuristic(nxt, nshards)
             if n_used + n_coll > bound or c + h >= limit:
                 continue
             best[key] = c
             push(heap, (c + h, next(tie), c, nxt, n_used, nshards, (links, (kind, dims, e))))
     return _Outcome(None, upper, True, work)
+
+
+def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
+    """``LANDING`` searches from the start and from every state within :data:`PROBE_DEPTH` moves of it
+    (any move of ``FULL``), best first by the lower bound; the first may look at :data:`PROBE_ROOT`
+    moves, each other at :data:`PROBE_MOVES`.  The searches share one table of the states they
+    expanded: a state an earlier one expanded from no more cost and collectives is not expanded again
+    (a probe is a heuristic: this drops nothing the guarantees need).
+
+    The cheapest path found below ``upper`` (or None), and the moves looked at, the probes' first
+    moves counted too; past ``budget`` the probes stop.
+    """
+    bound = pb.bound if pb.bound is not None else math.inf
+    nbytes = pb.nbytes
+    heuristic = pb.heuristic
+    hcache = pb._h
+    step = pb.step_cost
+    tie = itertools.count()
+    f0, _ = heuristic(pb.start, pb.start_shards)
+    # (f, depth, tie, node as _astar takes it)
+    heap: list = [(f0, 0, next(tie), (f0, -1, 0.0, pb.start, 0, pb.start_shards, None))]
+    seen: set = set()
+    shared: dict = {}
+    best: Optional[tuple[_IMove, ...]] = None
+    work = 0
+    while heap and work < budget:
+        f, depth, _, node = heapq.heappop(heap)
+        if f >= upper:
+            break
+        _, _, g, state, used, shards, links = node
+        if (state, used) in seen:
+            continue
+        seen.add((state, used))
+        known = shared.get(state)
+        if known is None or known[0] > g or known[1] > used:  # else the search would stop at once
+            out = _astar(pb, LANDING, min(PROBE_MOVES if depth else PROBE_ROOT, budget - work), upper, node=node,
+                         shared=shared)
+            work += out.work
+            if out.imoves is not None:
+                best, upper = out.imoves, out.cost
+        if depth == PROBE_DEPTH:
+            continue
+        local = nbytes / shards
+        for kind, dims, e, k, nxt in pb.successors(state, FULL):
+            work += 1
+            if work > budget:
+                break
+            coll, grow = _EFFECT[kind]
+            c = g + step(kind, k, local)
+            nshards = shards * k if grow > 0 else shards // k if grow else shards
+            got = hcache.get(nxt)
+            h, n_coll = got if got is not None else heuristic(nxt, nshards)
+            if used + coll + n_coll > bound or c + h >= upper:
+                continue
+            heapq.heappush(heap, (c + h, depth + 1, next(tie), (c + h, -1, c, nxt, used + coll, nshards, (links, (kind, dims, e)))))
+    return _Outcome(best, upper, not heap, work)
 
 
 def greedy_path(start: SearchState, goal: Optional[SearchState], mesh_shape: tuple[int, ...], steps: Sequence[tuple[int, Placement, Placement]]) -> Optional[tuple[Move, ...]]:
@@ -758,7 +842,7 @@ class SearchResult:
 
     ``method`` is ``"exact"`` (the full search finished: no cheaper path
     exists), ``"approximate"`` (it ran out of its budget; the path is the
-    cheapest of the restricted families, see the module docstring) or
+    cheapest the restricted searches found, see the module docstring) or
     ``"greedy"`` (likewise, and none of those beat the greedy plan).
     ``work`` counts the moves the searches looked at.
     """
@@ -769,13 +853,18 @@ class SearchResult:
     work: int
 
 
-# The searches tried in turn (move family, most moves each may look at; PRECHUNKED
-# runs LANDING from each of its starts), then the full one with what is left of
-# BUDGET; counted in moves looked at, so every rank plans the same steps.  See
-# the module docstring for how they were chosen.
-STAGES = ((LANDING, 120), (PRECHUNKED, 40), (PARKING, 100))
+# The searches tried in turn when the full search has a budget (move family, most
+# moves it may look at, all of PROBES' searches together; PRECHUNKED runs LANDING
+# from each of its starts), then the full one with what is left of BUDGET; counted
+# in moves looked at, so every rank plans the same steps.  PROBE_*: see _probes.
+# Chosen on benchmarks/planner.py's pairs (seed 0) and checked on seed 1 and on
+# --mixed pairs (module docstring).
+STAGES = ((PROBES, 300),)
 BUDGET = 300
 EXACT_DIMS = 3
+PROBE_DEPTH = 2
+PROBE_MOVES = 60
+PROBE_ROOT = 150
 
 
 def search_path(
@@ -802,10 +891,14 @@ def search_path(
     if greedy is not None:
         best_path, best_cost = greedy, path_cost(greedy, start, nbytes, mesh_shape, model)
     work = 0
-    for family, most in STAGES:
+    # with no limit the full search alone decides (an incumbent prunes nothing it would expand)
+    for family, most in STAGES if total < math.inf else ():
         starts = pb.prechunked() if family == PRECHUNKED else [None]
         for node in starts:
-            out = _astar(pb, LANDING if family == PRECHUNKED else family, most, best_cost, node=node)
+            if family == PROBES:
+                out = _probes(pb, most, best_cost)
+            else:
+                out = _astar(pb, LANDING if family == PRECHUNKED else family, most, best_cost, node=node)
             work += out.work
             if out.imoves is not None:
                 best_path, best_cost, method = pb.external(out.imoves), out.cost, "approximate"
