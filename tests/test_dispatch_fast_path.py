@@ -187,3 +187,14 @@ def test_a_redistribute_that_only_keeps_rows_returns_read_only_views(world):
     expected = full.copy()
     expected[0] = 100.0
     np.testing.assert_array_equal(s2.full_tensor(), expected)
+
+
+def test_value_dependent_shapes_are_never_served_from_the_fast_path():
+    """Two arrays of one spec with different counts of nonzeros (or unique values) get their own shapes."""
+    mesh = dt.DeviceMesh((2,))
+    first = dt.distribute_tensor(np.array([0.0, 1.0, 2.0, 0.0, 3.0]), mesh, [dt.Shard(0)])
+    second = dt.distribute_tensor(np.array([0.0, 0.0, 5.0, 0.0, 0.0]), mesh, [dt.Shard(0)])
+    for _ in range(2):
+        assert np.nonzero(first)[0].full_tensor().tolist() == [1, 2, 4]
+        assert np.nonzero(second)[0].full_tensor().tolist() == [2]
+        assert np.unique(first).shape == (4,) and np.unique(second).shape == (2,)

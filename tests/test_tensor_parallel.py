@@ -161,17 +161,17 @@ def test_transformed_graph_prints_shardings_and_the_input_graph_is_unchanged():
 
 def test_an_op_without_a_rule_runs_replicated_and_says_so():
     def model(params, x):
-        h = np.sort(np.maximum(linear(params, "fc1", x), 0), axis=-1)  # no sharding rule for sort
+        h = np.partition(np.maximum(linear(params, "fc1", x), 0), 1, axis=-1)  # no sharding rule for partition
         return linear(params, "fc2", h)
 
     params, x = mlp_params(), np.random.default_rng(1).normal(size=(5, 8))
     y, tp, _, counted = run(dt.trace(model, params, x), params, dt.DeviceMesh((4,)), MLP_PLAN, x)
     np.testing.assert_allclose(y, model(params, x), rtol=1e-6)
-    sort = next(n for n in tp.nodes if n.op == "sort")
-    assert sort.sharding.replicated and sort.sharding.note == "replicated: no sharding rule for numpy.sort"
+    sort = next(n for n in tp.nodes if n.op == "partition")
+    assert sort.sharding.replicated and sort.sharding.note == "replicated: no sharding rule for numpy.partition"
     assert [str(s) for s in sort.sharding.inputs + sort.sharding.outputs] == ["R", "R"]
-    line = next(line for line in str(tp).splitlines() if "= sort(" in line)
-    assert line.endswith("R = sort(%4, axis=-1)  # replicated: no sharding rule for numpy.sort"), line
+    line = next(line for line in str(tp).splitlines() if "= partition(" in line)
+    assert line.endswith("R = partition(%4, 1, axis=-1)  # replicated: no sharding rule for numpy.partition"), line
     # the sharded activations are gathered for it; fc2 chunks the replicated result locally and all_reduces
     assert counted == static_collectives(tp) == {"all_gather": 1, "all_reduce": 1}
 

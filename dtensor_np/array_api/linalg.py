@@ -27,7 +27,7 @@ import numpy as np
 from ..dtensor import DTensor
 
 __all__ = ["FUNCTIONS", "LINALG", "EighResult", "QRResult", "SlogdetResult", "SVDResult", "eigh",
-           "matrix_transpose", "qr", "slogdet", "svd"]
+           "matrix_rank", "matrix_transpose", "pinv", "qr", "slogdet", "svd"]
 
 
 class EighResult(NamedTuple):
@@ -76,6 +76,45 @@ def svd(x: DTensor, /, *, full_matrices: bool = True) -> SVDResult:
     return SVDResult(*np.linalg.svd(x, full_matrices=full_matrices))
 
 
+def matrix_rank(x: DTensor, /, *, rtol: Any = None) -> DTensor:
+    """The rank of each matrix (``numpy.linalg.matrix_rank``); ``rtol`` may be an array (a DTensor), per batch.
+
+    With an array ``rtol`` the rank is counted from ``svdvals`` here, as NumPy
+    does, so every step runs through its own sharding rule.
+
+    Example:
+        >>> import numpy as np, dtensor_np as dt
+        >>> xp = dt.array_api.namespace(dt.DeviceMesh((2,)))
+        >>> x = xp.asarray(np.stack([np.eye(3), np.diag([1.0, 1e-3, 0.0])]))
+        >>> matrix_rank(x, rtol=xp.asarray(np.array([0.5, 1e-6]))).full_tensor().tolist()
+        [3, 2]
+    """
+    if not isinstance(rtol, DTensor):
+        return np.linalg.matrix_rank(x, rtol=rtol)
+    s = np.linalg.svdvals(x)
+    if s.shape[-1] == 0:
+        return np.sum(s > 0, axis=-1)
+    return np.sum(s > np.max(s, axis=-1, keepdims=True) * rtol[..., None], axis=-1)
+
+
+def pinv(x: DTensor, /, *, rtol: Any = None) -> DTensor:
+    """The Moore-Penrose pseudo-inverse (``numpy.linalg.pinv``); ``rtol`` may be an array (a DTensor), per batch.
+
+    Example:
+        >>> import numpy as np, dtensor_np as dt
+        >>> xp = dt.array_api.namespace(dt.DeviceMesh((2,)))
+        >>> x = xp.asarray(np.array([[[2.0, 0.0], [0.0, 1e-9]]]))
+        >>> pinv(x, rtol=xp.asarray(np.array([1e-6]))).full_tensor().tolist()
+        [[[0.5, 0.0], [0.0, 0.0]]]
+    """
+    if not isinstance(rtol, DTensor) or 0 in x.shape[-2:]:
+        return np.linalg.pinv(x, rtol=rtol) if not isinstance(rtol, DTensor) else np.linalg.pinv(x)
+    u, s, vt = np.linalg.svd(np.conjugate(x), full_matrices=False)
+    large = s > rtol[..., None] * np.max(s, axis=-1, keepdims=True)
+    inverse = np.where(large, 1 / np.where(large, s, 1), 0)
+    return np.matmul(np.matrix_transpose(vt), inverse[..., None] * np.matrix_transpose(u))
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "matmul": np.matmul,
     "matrix_transpose": matrix_transpose,
@@ -87,9 +126,9 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
 LINALG: dict[str, Callable[..., Any]] = {
     **FUNCTIONS,
     **{name: getattr(np.linalg, name)
-       for name in ("cholesky cross det diagonal eigvalsh inv matrix_norm matrix_power matrix_rank pinv solve "
+       for name in ("cholesky cross det diagonal eigvalsh inv matrix_norm matrix_power solve "
                     "svdvals trace vector_norm").split()},
-    **{f.__name__: f for f in (eigh, qr, slogdet, svd)},
+    **{f.__name__: f for f in (eigh, matrix_rank, pinv, qr, slogdet, svd)},
     "outer": np.outer,
 }
 """The functions of the ``linalg`` extension (``xp.linalg``)."""

@@ -239,7 +239,7 @@ def _bind_searchsorted(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hash
     shapes = {k: tuple(x.shape) if hasattr(x, "shape") else np.shape(x) for k, x in operands.items()}
     if any(len(shapes[k]) != 1 for k in operands if k in ("a", "sorter")):
         raise ValueError(f"numpy.searchsorted: expected a 1-D sorted array (and sorter), got shape {shapes['a']}")
-    return tensors, (names, freeze(tuple((k, np.asarray(x).tolist()) for k, x in fixed)), side)
+    return tensors, (names, freeze(tuple((k, np.asarray(x).dtype.str, np.asarray(x).tolist()) for k, x in fixed)), side)
 
 
 def _decide_searchsorted(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
@@ -250,7 +250,7 @@ def _decide_searchsorted(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
     class priors) costs nothing.
     """
     names, fixed, side = key
-    constants = {k: np.asarray(v) for k, v in fixed}
+    constants = {k: np.asarray(v, dtype=dtype) for k, dtype, v in fixed}
     by_name = dict(zip(names, specs))
     inputs = []
     for k, spec in by_name.items():
