@@ -40,6 +40,7 @@ from ..graph.graph import Graph
 from ..graph.ir import ShapeDtype
 from ..graph.pytree import TreeDef, flatten, unflatten
 from ..graph.tracer import trace
+from ..passes.pruning import prune
 from ..placements import Replicate
 from ..planner import backward_target
 from ..tensor_parallel.sharding import replicated
@@ -65,7 +66,7 @@ def _joint(fn: Callable[..., Any], trees: tuple[TreeDef, ...], avals: tuple[tupl
     """The traced and differentiated graph of ``fn`` for arguments of these structures and abstract values."""
     example = [unflatten(tree, leaves) for tree, leaves in zip(trees, avals)]
     primals = example[:-1] if seeds else example  # the last argument of a VJP is the seed
-    return grad_graph(trace(fn, *primals), argnums, seeds=seeds, differentiated=(0,) if has_aux else None)
+    return prune(grad_graph(trace(fn, *primals), argnums, seeds=seeds, differentiated=(0,) if has_aux else None))
 
 
 @lru_cache(maxsize=128)

@@ -14,14 +14,15 @@ Example:
 
 from __future__ import annotations
 
+from functools import lru_cache
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
 from collectives import array_module
 
-from .ir import Constant, ShapeDtype, Var
+from .ir import Constant, Input, ShapeDtype, Var, bound_method
 from .pytree import leaves_with_paths, path_name, unflatten
 
 if TYPE_CHECKING:
@@ -81,16 +82,59 @@ def constant_value(constant: Constant, xp: ModuleType) -> Any:
     return constant.value if xp is np else xp.asarray(constant.value)
 
 
+def _direct_call(node: Any) -> Optional[Callable[[list[Any]], Any]]:
+    """``values -> result`` of a node whose inputs are whole positional or keyword arguments, bound once.
+
+    None for anything else (an input inside a list or tuple argument), which
+    :meth:`Node.call` binds call by call.
+    """
+    fn = bound_method(node.fn, node.method)
+    params = node.params
+    if params is None:
+        return lambda values: fn(*values)
+    args, kwargs = params.args, dict(params.kwargs)
+    if any(isinstance(a, (list, tuple, dict)) for a in (*args, *kwargs.values())):
+        return None
+    slots = [(i, a.index) for i, a in enumerate(args) if isinstance(a, Input)]
+    kw_slots = [(k, v.index) for k, v in kwargs.items() if isinstance(v, Input)]
+    template = list(args)
+
+    def call(values: list[Any]) -> Any:
+        full = template.copy()
+        for i, j in slots:
+            full[i] = values[j]
+        if kw_slots:
+            kw = dict(kwargs)
+            for k, j in kw_slots:
+                kw[k] = values[j]
+            return fn(*full, **kw)
+        return fn(*full, **kwargs)
+
+    return call
+
+
+@lru_cache(maxsize=256)
+def _steps(graph: Graph) -> tuple[tuple[Any, ...], ...]:
+    """Each node as ``(node, input ids, output ids, call or None, several outputs)``, worked out once per graph."""
+    return tuple(
+        (node, tuple(v.id for v in node.inputs), tuple(v.id for v in node.outputs),
+         None if isinstance(node.fn, Constant) else (_direct_call(node) or node.call), node.out_kind != "array")
+        for node in graph.nodes
+    )
+
+
 def evaluate(graph: Graph, *args: Any) -> Any:
     """The outputs of ``graph`` on full arrays (the pytree the traced function returned)."""
     values = bind_inputs(graph, args)
     for var, value in zip(graph.inputs, values):
         check_aval(var, value)
     xp = module_of(values)
-    env: dict[Var, Any] = dict(zip(graph.inputs, values))
-    for node in graph.nodes:
-        if isinstance(node.fn, Constant):
-            env[node.outputs[0]] = constant_value(node.fn, xp)
+    env: dict[int, Any] = {v.id: x for v, x in zip(graph.inputs, values)}
+    for node, ins, outs, call, several in _steps(graph):
+        if call is None:
+            env[outs[0]] = constant_value(node.fn, xp)
+        elif several:
+            env.update(zip(outs, tuple(call([env[i] for i in ins]))))
         else:
-            env.update(zip(node.outputs, node.unpack(node.call([env[v] for v in node.inputs]))))
-    return unflatten(graph.out_tree, [env[v] for v in graph.outputs])
+            env[outs[0]] = call([env[i] for i in ins])
+    return unflatten(graph.out_tree, [env[v.id] for v in graph.outputs])

@@ -67,6 +67,7 @@ class FlatLayout:
     dp_dim: int
     row: int
     offsets: tuple[tuple[int, ...], ...]
+    pieces: tuple[tuple[tuple[int, int, tuple[int, ...]], ...], ...] = ()
 
     @classmethod
     def of(cls, specs: Sequence[DTensorSpec], dp_dim: int) -> FlatLayout:
@@ -83,14 +84,16 @@ class FlatLayout:
                 )
             if s.placements[dp_dim] != Replicate():
                 raise ShardingError(f"a flat member is replicated on the dp mesh dim, got {s}")
-        offsets, longest = [], 0
+        offsets, pieces, longest = [], [], 0
         for rank in mesh.all_ranks:
-            sizes = [math.prod(s.local_shape_of_rank(rank)) for s in specs]
+            shapes = [s.local_shape_of_rank(rank) for s in specs]
+            sizes = [math.prod(shape) for shape in shapes]
             starts = tuple(int(x) for x in np.cumsum([0] + sizes[:-1]))
             offsets.append(starts)
+            pieces.append(tuple((o, o + n, shape) for o, n, shape in zip(starts, sizes, shapes)))
             longest = max(longest, sum(sizes))
         dp = mesh.shape[dp_dim]
-        return cls(specs, dp_dim, max(1, -(-longest // dp)), tuple(offsets))
+        return cls(specs, dp_dim, max(1, -(-longest // dp)), tuple(offsets), tuple(pieces))
 
     # -- what the layout is ----------------------------------------------------------
     @property
@@ -130,17 +133,17 @@ class FlatLayout:
     def unflatten(self, rank: int, buf: Any) -> tuple[Any, ...]:
         """The members' local blocks on ``rank`` as views of its gathered ``(dp, row)`` buffer."""
         flat = buf.reshape(-1)
-        return tuple(
-            flat[o:o + math.prod(shape)].reshape(shape)
-            for o, shape in zip(self.offsets[rank], self.member_shapes(rank))
-        )
+        return tuple([flat[start:stop].reshape(shape) for start, stop, shape in self.pieces[rank]])
 
     def flatten(self, rank: int, *arrays: Any) -> Any:
         """The ``(dp, row)`` flat vector of ``rank``'s member arrays (one copy of each; zeros after)."""
         xp = array_module(arrays[0]) if arrays else np
-        flat = xp.zeros(self.dp * self.row, self.dtype)
-        for o, x in zip(self.offsets[rank], arrays):
-            flat[o:o + x.size] = x.reshape(-1)
+        flat = xp.empty(self.dp * self.row, self.dtype)
+        end = 0
+        for (start, stop, _), x in zip(self.pieces[rank], arrays):
+            flat[start:stop] = x.reshape(-1)
+            end = stop
+        flat[end:] = 0  # the padding
         return flat.reshape(self.dp, self.row)
 
     def shard_rows(self, rank: int, full: Sequence[Any]) -> Any:
