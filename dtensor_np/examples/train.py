@@ -187,6 +187,7 @@ class Run:
     collectives: dict[str, int]
     buckets: int
     seconds: float
+    parameters: int = 0
 
 
 def train(mesh: Optional[dt.DeviceMesh], cfg: Config, steps: int, batch_size: int, lr: float, seed: int = 0,
@@ -221,7 +222,8 @@ def train(mesh: Optional[dt.DeviceMesh], cfg: Config, steps: int, batch_size: in
             losses.append(float(loss))
             if show and (it % every == 0 or it == steps - 1):
                 bar.write(f"step {it:4d}  loss {losses[-1]:.6f}")
-    return Run(tuple(losses), collectives_per_step, buckets, time.perf_counter() - start)
+    return Run(tuple(losses), collectives_per_step, buckets, time.perf_counter() - start,
+               sum(int(v.size) for v in params.values()))
 
 
 def plot(path: str, runs: dict[str, Run]) -> Optional[str]:
@@ -290,8 +292,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         diff = max(abs(a - b) / max(abs(b), 1e-300) for a, b in zip(run.losses, single.losses))
     if not root:
         return 0 if diff <= args.tol else 1
-    n_params = sum(v.size for v in init_params(np.random.default_rng(0), cfg, 2).values())
-    print(f"model: {cfg.layers} layers, d_model {cfg.d_model}, {cfg.heads} heads, about {n_params:,} parameters")
+    print(f"model: {cfg.layers} layers, d_model {cfg.d_model}, {cfg.heads} heads, {run.parameters:,} parameters")
     print(f"mesh: {dp} (dp) x {tp} (tp), {mesh.backend}; {run.buckets} flat buckets")
     print(f"collectives per step: {run.collectives}")
     print(f"loss: step 0 {run.losses[0]:.6f} -> step {len(run.losses) - 1} {run.losses[-1]:.6f}; "
