@@ -49,7 +49,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -60,7 +60,7 @@ from .errors import ShardingError
 from .graph.distributed import backend_for, graph_collectives, run_sharded_shards
 from .graph.graph import Graph
 from .graph.ir import GraphSharding, Node, NodeSharding, Redistribute, Var
-from .graph.pytree import flatten
+from .graph.pytree import flatten, unflatten
 from .graph.tracer import trace
 from .graph.verify import verify
 from .local_tensor import LocalTensor
@@ -138,24 +138,28 @@ class FSDPStep:
 
         The batch is passed whole on every rank; each rank uses its part along the first axis.
         """
-        expected = set(self.keys())
-        if set(flat) != expected:
-            raise ShardingError(f"expected the flat buffers {sorted(expected)}, got {sorted(flat)}")
-        local = {}
+        local = {key: x.to_local() for key, x in self._checked(flat).items()}
+        shards = run_sharded_shards(self.graph, local, *batch)
+        specs = self.graph.sharding.outputs  # type: ignore[union-attr]
+        loss, grads = unflatten(self.graph.out_tree, [DTensor(s, spec) for s, spec in zip(shards, specs)])
+        return loss, grads
+
+    def _checked(self, flat: Mapping[str, DTensor]) -> Mapping[str, DTensor]:
+        """``flat`` after checking it holds every bucket's flat shard with its spec (before any collective)."""
+        if not isinstance(flat, Mapping) or set(flat) != set(self.keys()):
+            got = sorted(flat) if isinstance(flat, Mapping) else type(flat).__name__
+            raise ShardingError(f"expected the flat buffers {sorted(self.keys())}, got {got}")
         for key, layout in zip(self.keys(), self.layouts):
             x = flat[key]
             if not isinstance(x, DTensor) or x.spec != layout.storage_spec():
                 got = x.spec if isinstance(x, DTensor) else type(x).__name__
                 raise ShardingError(f"{key}: expected a flat shard with spec {layout.storage_spec()}, got {got}")
-            local[key] = x.to_local()
-        shards = run_sharded_shards(self.graph, local, *batch)
-        specs = self.graph.sharding.outputs  # type: ignore[union-attr]
-        results = [DTensor(s, spec) for s, spec in zip(shards, specs)]
-        return results[0], dict(zip(self.keys(), results[1:]))
+        return flat
 
-    def unshard(self, flat: Mapping[str, DTensor]) -> dict[str, np.ndarray]:
+    def unshard(self, flat: Mapping[str, DTensor]) -> dict[str, Any]:
         """The full parameters (or gradients) held in flat shards, as plain arrays on every rank (gathers)."""
-        out: dict[str, np.ndarray] = {}
+        flat = self._checked(flat)
+        out: dict[str, Any] = {}
         for key, names, layout in zip(self.keys(), self.names, self.layouts):
             gathered = flat[key].redistribute(layout.gathered_spec().placements)
             local = gathered.to_local()
@@ -163,7 +167,7 @@ class FSDPStep:
             views = {r: layout.unflatten(r, buf) for r, buf in per_rank.items()}
             for m, (name, spec) in enumerate(zip(names, layout.specs)):
                 member = DTensor({r: v[m] for r, v in views.items()}, spec)
-                out[name] = np.asarray(member.full_tensor())
+                out[name] = member.full_tensor()
         return out
 
     def collectives(self) -> dict[str, int]:
@@ -213,8 +217,8 @@ def fsdp(
     Args:
         loss_fn: the single-device loss; ``params`` a flat or nested dict of arrays.
         params, batch: example values (traced for their shapes and dtypes only).
-        mesh: the mesh; ``dp_dim`` (a name or index; the only dim of a 1-D mesh) splits the batch and stores
-            the parameters.
+        mesh: the mesh; ``dp_dim`` (a name or index; on a 1-D mesh without dim names, its dim) splits the
+            batch and stores the parameters.
         tp_plan: layer prefix -> ``ColwiseParallel()``/``RowwiseParallel()`` on mesh dim ``tp_dim``
             (default: the dim named ``"tp"``).
         bucket_mb: the most MiB of parameters (global) in one flat bucket.
@@ -240,6 +244,13 @@ def fsdp(
         raise ShardingError(f"bucket_mb must be a positive number of MiB, got {bucket_mb!r}")
     dp = 0 if mesh.ndim == 1 and dp_dim == "dp" and mesh.dim_names is None else mesh.dim_index(dp_dim)
     flat = flatten_params(params)
+    if not flat:
+        raise ShardingError("fsdp shards parameters: expected at least one parameter, got an empty dict")
+    for name, value in flat.items():
+        kind = np.dtype(getattr(value, "dtype", np.result_type(value))).kind
+        if kind not in "fc":
+            raise TypeError(f"fsdp trains floating-point parameters: expected a float array for {name!r}, "
+                            f"got dtype {np.dtype(getattr(value, 'dtype', np.result_type(value)))}")
     placed: dict[str, Placement] = {}
     tp = None
     if tp_plan:
@@ -266,9 +277,6 @@ def fsdp(
 
     input_specs = tuple(spec_of(arg, path, v) for (arg, path), v in zip(joint.input_keys, joint.inputs))
     param_idx = [i for i, (arg, _) in enumerate(joint.input_keys) if arg == PARAMS]
-    for i in param_idx:
-        if joint.inputs[i].aval.dtype.kind not in "fc":
-            raise TypeError(f"fsdp trains floating-point parameters, got {joint.inputs[i]}")
 
     def grad_spec(spec: DTensorSpec) -> DTensorSpec:
         return spec.with_placements(tuple(Partial("sum") if m == dp else p for m, p in enumerate(spec.placements)))
@@ -319,9 +327,11 @@ def _flat_graph(sharded: Graph, param_idx: Sequence[int], dp: int, cap_bytes: fl
         ]
         outputs.append(reduced)
         out_specs.append(stored)
-    others = [i for i in range(len(sharded.inputs)) if i not in set(param_idx)]
+    params_at = set(param_idx)
+    others = [i for i in range(len(sharded.inputs)) if i not in params_at]
     loss_spec = sharding.outputs[0]  # type: ignore[index]
-    _, out_tree = flatten((0, {f"bucket{b}": 0 for b in range(len(names))}))
+    order, out_tree = flatten((-1, {f"bucket{b}": b for b in range(len(names))}))  # the pytree's leaf order
+    outputs, out_specs = [outputs[b] for b in order[1:]], [out_specs[b] for b in order[1:]]
     graph = Graph(
         inputs=tuple(inputs) + tuple(sharded.inputs[i] for i in others),
         nodes=tuple(front) + sharded.nodes + tuple(back),
@@ -333,4 +343,4 @@ def _flat_graph(sharded: Graph, param_idx: Sequence[int], dp: int, cap_bytes: fl
                                (loss_spec, *out_specs)),
     )
     graph = lower(verify(prune(graph), check_shapes=False))
-    return FSDPStep(replace(graph), tuple(tuple(m) for m in names), tuple(layouts))
+    return FSDPStep(graph, tuple(tuple(m) for m in names), tuple(layouts))

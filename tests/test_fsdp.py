@@ -96,6 +96,33 @@ def test_optimizer_on_flat_shards_is_local(world):
         np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.worlds(simulated=(2,), mpi=(2,))
+def test_more_than_ten_buckets_keep_their_names(world):
+    """Bucket names sort as text (bucket10 before bucket2): the graph's outputs follow the same order."""
+    params = {f"p{i:02d}": np.full(2, float(i + 1)) for i in range(12)}
+    x = np.arange(8.0).reshape(4, 2)
+
+    def loss(p, x):
+        return sum(np.sum(x @ p[k]) * (i + 1) for i, k in enumerate(sorted(p)))
+
+    mesh = dt.DeviceMesh((world.size,), ("dp",), backend=world.kind)
+    step = dt.fsdp(loss, params, x, mesh=mesh, bucket_mb=1e-9)
+    assert step.buckets == 12
+    flat = step.shard(params)
+    _, grads = step.value_and_grad(flat, x)
+    _, want = dt.value_and_grad(loss)(params, x)
+    full = step.unshard(grads)
+    for k in params:
+        np.testing.assert_allclose(full[k], want[k])
+    called = step.graph({k: v.to_local() for k, v in flat.items()}, x)[1]  # the graph's own output pytree
+    for key in step.keys():
+        got, expected = called[key], grads[key].to_local()
+        if isinstance(got, dt.LocalTensor):
+            assert all(np.array_equal(got.shards[r], expected.shards[r]) for r in got.shards), key
+        else:
+            np.testing.assert_array_equal(got, expected)
+
+
 def test_flat_layout_pads_and_views():
     mesh = dt.DeviceMesh((4,), ("dp",))
     specs = tuple(dt.DTensorSpec(mesh, (dt.Replicate(),), dt.TensorMeta(s, "f8")) for s in [(3,), (2, 2), ()])
@@ -121,6 +148,10 @@ def test_bad_input_is_refused_before_any_collective():
         dt.fsdp(lambda p, x, y: x @ p["fc1.weight"].T, PARAMS, X, Y, mesh=mesh)
     with pytest.raises(TypeError, match="expected a DeviceMesh"):
         dt.fsdp(mlp_loss, PARAMS, X, Y, mesh="dp")
+    with pytest.raises(dt.ShardingError, match="expected at least one parameter"):
+        dt.fsdp(lambda p, x, y: np.sum(x), {}, X, Y, mesh=mesh)
+    with pytest.raises(TypeError, match="expected a float array for 'steps'"):
+        dt.fsdp(mlp_loss, dict(PARAMS, steps=np.arange(3)), X, Y, mesh=mesh)
     step = dt.fsdp(mlp_loss, PARAMS, X, Y, mesh=mesh)
     flat = step.shard(PARAMS)
     with dt.comm_counter() as counter:
@@ -130,6 +161,8 @@ def test_bad_input_is_refused_before_any_collective():
             step.value_and_grad({"bucket0": flat["bucket0"].redistribute([dt.Replicate()] * 2)}, X, Y)
         with pytest.raises(dt.ShardingError, match="missing"):
             step.shard({"fc1.weight": PARAMS["fc1.weight"]})
+        with pytest.raises(dt.ShardingError, match="expected the flat buffers"):
+            step.unshard({})
     assert counter.counts["all_gather"] == 1  # only the test's own redistribute
 
 

@@ -325,7 +325,9 @@ def test_searchsorted_matches_numpy_for_every_placement_pair(world):
 
 
 def test_data_dependent_ops_refused_under_trace():
-    for f in (np.nonzero, np.flatnonzero, np.argwhere):
+    for f in (np.nonzero, np.flatnonzero, np.argwhere, np.where, np.trim_zeros,
+              lambda a: np.extract(a > 0, a), lambda a: np.compress(a > 0, a), lambda a: np.intersect1d(a, a),
+              lambda a: np.setdiff1d(a, a), lambda a: np.union1d(a, a), lambda a: np.setxor1d(a, a)):
         with pytest.raises(TypeError, match="data-dependent output shape"):
             dt.trace(f, np.arange(3.0))
     for f in (np.unique, np.unique_values, np.unique_counts):

@@ -77,7 +77,7 @@ def svd(x: DTensor, /, *, full_matrices: bool = True) -> SVDResult:
 
 
 def matrix_rank(x: DTensor, /, *, rtol: Any = None) -> DTensor:
-    """The rank of each matrix (``numpy.linalg.matrix_rank``); ``rtol`` may be an array (a DTensor), per batch.
+    """The rank of each matrix (``numpy.linalg.matrix_rank``); ``rtol`` may be a DTensor, one value per matrix.
 
     With an array ``rtol`` the rank is counted from ``svdvals`` here, as NumPy
     does, so every step runs through its own sharding rule.
@@ -98,7 +98,7 @@ def matrix_rank(x: DTensor, /, *, rtol: Any = None) -> DTensor:
 
 
 def pinv(x: DTensor, /, *, rtol: Any = None) -> DTensor:
-    """The Moore-Penrose pseudo-inverse (``numpy.linalg.pinv``); ``rtol`` may be an array (a DTensor), per batch.
+    """The Moore-Penrose pseudo-inverse (``numpy.linalg.pinv``); ``rtol`` may be a DTensor, one value per matrix.
 
     Example:
         >>> import numpy as np, dtensor_np as dt

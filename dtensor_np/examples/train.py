@@ -272,6 +272,9 @@ def _parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the example; returns the exit status (0 when the losses match the single-device run)."""
     args = _parse(argv)
+    if args.steps < 1:
+        print(f"error: expected --steps of at least 1, got {args.steps}", file=sys.stderr)
+        return 2
     under_mpi = collectives.launched_by_mpiexec() and (collectives.mpi_world_size() or 1) > 1
     world = collectives.mpi_world_size() if under_mpi else None
     tp = args.tp if args.tp is not None else (2 if (world or 4) % 2 == 0 else 1)

@@ -126,9 +126,6 @@ class FlatLayout:
         """Each rank holds a ``(dp, row)`` flat vector of gradients still to be summed over dp."""
         return buffer_specs(self.mesh, "reduce_scatter", (self.dp_dim,), "sum", self.row, self.dtype)[0]
 
-    def member_shapes(self, rank: int) -> tuple[tuple[int, ...], ...]:
-        return tuple(s.local_shape_of_rank(rank) for s in self.specs)
-
     # -- moving data ------------------------------------------------------------------
     def unflatten(self, rank: int, buf: Any) -> tuple[Any, ...]:
         """The members' local blocks on ``rank`` as views of its gathered ``(dp, row)`` buffer."""
@@ -148,7 +145,7 @@ class FlatLayout:
 
     def shard_rows(self, rank: int, full: Sequence[Any]) -> Any:
         """The ``(1, row)`` row ``rank`` stores, cut from the members' full arrays (no communication)."""
-        local = [np.asarray(x)[s.local_index(rank)] for x, s in zip(full, self.specs)]
+        local = [x[s.local_index(rank)] if hasattr(x, "shape") else np.asarray(x) for x, s in zip(full, self.specs)]
         d = self.mesh.coordinate_of(rank)[self.dp_dim]
         return self.flatten(rank, *local)[d:d + 1].copy()
 
@@ -160,7 +157,8 @@ def _check(what: str, specs: tuple[DTensorSpec, ...], expected: Sequence[DTensor
     if len(specs) != len(expected):
         return f"expected {len(expected)} {what}, got {len(specs)}"
     for got, want in zip(specs, expected):
-        if got.placements != want.placements or got.shape != want.shape:
+        if (got.placements, got.shard_order, got.shape, got.dtype) != (want.placements, want.shard_order, want.shape,
+                                                                         want.dtype):
             return f"{what}: expected {want} {want.shape}, got {got} {got.shape}"
     return None
 

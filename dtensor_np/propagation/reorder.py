@@ -36,6 +36,8 @@ from typing import Any, Callable, Hashable
 
 import numpy as np
 
+from collectives import array_module
+
 from ..errors import ShardingError
 from ..placements import Replicate, Shard
 from ..sharded import is_sharded
@@ -130,7 +132,9 @@ register(np.flip)(OpRule("flip", _bind_flip, lambda specs, axes: flip_decision(s
 
 UNIQUE_FUNCS: tuple[Callable[..., Any], ...] = (np.unique,) + tuple(
     getattr(np, name) for name in ("unique_values", "unique_counts", "unique_inverse", "unique_all") if hasattr(np, name))
-DATA_DEPENDENT_OPS: frozenset = frozenset(UNIQUE_FUNCS + (np.nonzero, np.flatnonzero, np.argwhere))
+DATA_DEPENDENT_OPS: frozenset = frozenset(UNIQUE_FUNCS + (
+    np.nonzero, np.flatnonzero, np.argwhere, np.extract, np.compress, np.trim_zeros, np.intersect1d, np.setdiff1d,
+    np.union1d, np.setxor1d))
 """NumPy functions whose output shapes depend on the values: eager only (``dt.trace`` refuses them)."""
 
 
@@ -138,6 +142,8 @@ def data_dependent_call(fn: Any, args: tuple, kwargs: dict, is_traced: Callable[
     """Whether a call's output shape depends on traced values: a ``unique_*`` call, or ``repeat`` with traced repeats."""
     if fn in DATA_DEPENDENT_OPS:
         return True
+    if fn is np.where:  # where(condition) alone is nonzero(condition)
+        return len(args) + len(kwargs) == 1
     if fn is np.repeat:
         repeats = args[1] if len(args) > 1 else kwargs.get("repeats")
         return is_traced(repeats)
@@ -239,7 +245,10 @@ def _bind_searchsorted(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hash
     shapes = {k: tuple(x.shape) if hasattr(x, "shape") else np.shape(x) for k, x in operands.items()}
     if any(len(shapes[k]) != 1 for k in operands if k in ("a", "sorter")):
         raise ValueError(f"numpy.searchsorted: expected a 1-D sorted array (and sorter), got shape {shapes['a']}")
-    return tensors, (names, freeze(tuple((k, np.asarray(x).dtype.str, np.asarray(x).tolist()) for k, x in fixed)), side)
+    # a constant (NumPy or CuPy) joins the key by value: the rule's local call rebuilds it on the shards' module
+    frozen = tuple((k, (x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype).str,
+                    x.tolist() if hasattr(x, "tolist") else x) for k, x in fixed)
+    return tensors, (names, freeze(frozen), side)
 
 
 def _decide_searchsorted(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
@@ -264,8 +273,10 @@ def _decide_searchsorted(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
            else DTensorSpec(mesh, (Replicate(),) * mesh.ndim, meta))
 
     def local(rank: int, *arrays: Any) -> Any:
-        values = dict(constants, **dict(zip(names, arrays)))
-        return np.searchsorted(values["a"], values["v"], side=side, sorter=values.get("sorter"))
+        xp = array_module(arrays[0]) if arrays else np
+        values = {k: xp.asarray(c) for k, c in constants.items()}
+        values.update(zip(names, arrays))
+        return xp.searchsorted(values["a"], values["v"], side=side, sorter=values.get("sorter"))
 
     return Decision(tuple(inputs), (out,), local)
 
