@@ -137,13 +137,22 @@ def reshape_groups(ishape: Sequence[int], oshape: Sequence[int]) -> list[tuple[t
 
 
 def reshape_decision(spec: DTensorSpec, oshape: Sequence[int]) -> Decision:
-    """The decision of ``reshape(spec, oshape)`` (C order)."""
+    """The decision of ``reshape(spec, oshape)`` (C order).
+
+    A dim sharded as the outermost dim of a run the reshape merges or splits
+    stays sharded, on the run's outermost output dim.  When the chunks do not
+    line up (``(23, 5) -> (115,)`` on 4 ranks: rows of 6, 6, 6, 5 become 29,
+    29, 29, 28 elements), only the elements that change owner move, with one
+    ``rechunk`` (an ``Alltoallv``) on that mesh dim, never a gather.  A
+    sharded inner dim of such a run is gathered (replicated) first.
+    """
     spec = single_sharding(spec)
     ishape = spec.shape
     oshape = resolve_shape(oshape, int(np.prod(ishape, dtype=np.int64)))
     mesh = spec.mesh
     inputs: list[Placement] = []
     outputs: list[Placement] = []
+    moves: list[tuple[int, tuple[int, ...]]] = []  # (mesh dim, the input run merged and re-cut along it)
     groups = reshape_groups(ishape, oshape) if 0 not in ishape else []
     for m, p in enumerate(spec.placements):
         if not isinstance(p, Shard):
@@ -160,10 +169,9 @@ def reshape_decision(spec: DTensorSpec, oshape: Sequence[int]) -> Decision:
             if not in_real or p.dim != in_real[0] or not out_real:
                 break
             o = out_real[0]
-            if len(in_real) == 1 and len(out_real) == 1:
-                target = o
-            elif ishape[p.dim] % k == 0 and oshape[o] % k == 0:
-                target = o
+            target = o
+            if not (len(in_real) == 1 and len(out_real) == 1) and not (ishape[p.dim] % k == 0 and oshape[o] % k == 0):
+                moves.append((m, gi))
             break
         if target is None:
             inputs.append(Replicate())
@@ -171,6 +179,10 @@ def reshape_decision(spec: DTensorSpec, oshape: Sequence[int]) -> Decision:
         else:
             inputs.append(p)
             outputs.append(Shard(target))
+    if len(moves) > 1:  # re-cut one run at most; the others are gathered
+        for m, _ in moves[1:]:
+            inputs[m] = outputs[m] = Replicate()
+        moves = moves[:1]
     in_spec = DTensorSpec(mesh, tuple(inputs), spec.tensor_meta)
     out_spec = DTensorSpec(mesh, tuple(outputs), TensorMeta(oshape, spec.dtype))
 
@@ -182,7 +194,28 @@ def reshape_decision(spec: DTensorSpec, oshape: Sequence[int]) -> Decision:
             shape = shapes[rank] = out_spec.local_shape_of_rank(rank)
         return np.reshape(x, shape)
 
-    return Decision((in_spec,), (out_spec,), local)
+    if not moves:
+        return Decision((in_spec,), (out_spec,), local)
+    (m, run), = moves
+    first, count = run[0], len(run)
+    groups_m = mesh.groups((m,))
+
+    def run_length(s: DTensorSpec, rank: int, dims: Sequence[int]) -> int:
+        shape = s.local_shape_of_rank(rank)
+        return int(np.prod([shape[d] for d in dims], dtype=np.int64))
+
+    out_run = next(go for gi, go in groups if gi == run)
+    in_sizes = {r: run_length(in_spec, r, run) for r in mesh.all_ranks}
+    out_sizes = {r: run_length(out_spec, r, out_run) for r in mesh.all_ranks}
+
+    def program(backend: Any, shards: dict[int, Any]) -> dict[int, Any]:
+        """One ``rechunk`` of the merged run along mesh dim ``m``: only the elements that change owner move."""
+        merged = {r: np.reshape(x, x.shape[:first] + (-1,) + x.shape[first + count:]) if x.size else
+                  x.reshape(x.shape[:first] + (in_sizes[r],) + x.shape[first + count:]) for r, x in shards.items()}
+        moved = backend.rechunk(merged, groups_m, axis=first, in_sizes=in_sizes, out_sizes=out_sizes)
+        return {r: local(r, x) for r, x in moved.items()}
+
+    return Decision((in_spec,), (out_spec,), None, program=program)
 
 
 def _bind_reshape(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
