@@ -381,3 +381,23 @@ def test_vjp_rules_equal_central_differences_and_shard(name):
     np.testing.assert_allclose(dt.grad(loss)(_A.copy()), want, rtol=1e-5, atol=1e-6)
     x = dt.distribute_tensor(_A, dt.DeviceMesh((2,)), [Shard(0)])
     np.testing.assert_allclose(dt.grad(loss)(x).full_tensor(), want, rtol=1e-5, atol=1e-6)
+
+
+@WORLDS
+def test_reshape_recuts_a_misaligned_sharded_run_without_a_gather(world):
+    """Flattening a row-sharded matrix (and the reverse) whose chunks do not line up moves only the elements that
+    change owner: one rechunk (counted as all_to_all), the result sharded, equal to NumPy on every rank."""
+    report = Checks(world)
+    n = world.size
+    mesh = dt.DeviceMesh((n,), backend=world.kind)
+    cases = [((23, 5), (115,)), ((115,), (23, 5)), ((7, 3, 2), (21, 2)), ((5, 4), (4, 5)), ((9,), (3, 3)),
+             ((1, 6), (6,)), ((0, 3), (0,))]
+    for ishape, oshape in cases:
+        a = np.arange(int(np.prod(ishape)), dtype=float).reshape(ishape)
+        x = dt.distribute_tensor(a, mesh, [Shard(0)])
+        report.same(f"reshape {ishape} -> {oshape}", lambda: a.reshape(oshape), lambda: x.reshape(oshape), exact=True)
+        out, c = counted(lambda: x.reshape(oshape))
+        if ishape[0] > 1:
+            report.expect(c.counts["all_gather"] == 0 and c.total <= 1, f"{ishape} -> {oshape}: {c.counts}")
+            report.expect(out.placements == (Shard(0),), f"{ishape} -> {oshape}: {out.placements}")
+    report.finish()
