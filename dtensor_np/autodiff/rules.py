@@ -491,3 +491,92 @@ def _take_along_axis(call: Call, out: Any, ct: Any) -> Cotangents:
     grids = list(np.ogrid[tuple(slice(n) for n in indices.shape)])
     grids[axis] = indices
     return {(0,): index_add(np.zeros(a.shape, a.dtype), tuple(grids), ct)}
+
+
+# -- more elementwise, the linalg aliases, roll, repeat, trace, det and inv (appended) --------
+
+defvjp(np.arccosh)(_unary(lambda a, o, ct: ct / np.sqrt(a * a - 1)))
+defvjp(np.deg2rad, np.radians)(_unary(lambda a, o, ct: ct * (np.pi / 180.0)))
+defvjp(np.rad2deg, np.degrees)(_unary(lambda a, o, ct: ct * (180.0 / np.pi)))
+defvjp(np.fabs)(_unary(lambda a, o, ct: ct * np.sign(a)))
+defvjp(np.hypot)(_binary(lambda a, b, o, ct: ct * a / o, lambda a, b, o, ct: ct * b / o))
+defvjp(np.logaddexp2)(_binary(lambda a, b, o, ct: ct * np.exp2(a - o), lambda a, b, o, ct: ct * np.exp2(b - o)))
+defvjp(np.fmax)(_binary(lambda a, b, o, ct: ct * (a >= b), lambda a, b, o, ct: ct * (a < b)))
+defvjp(np.fmin)(_binary(lambda a, b, o, ct: ct * (a <= b), lambda a, b, o, ct: ct * (a > b)))
+defvjp(np.float_power)(_binary(lambda a, b, o, ct: ct * b * np.float_power(a, b - 1),
+                               lambda a, b, o, ct: ct * o * np.log(np.where(a > 0, a, 1))))
+defvjp(np.linalg.matmul)(_matmul)
+defvjp(np.linalg.tensordot)(_tensordot)
+defvjp(np.linalg.outer)(_outer)
+
+
+@defvjp(np.copysign)
+def _copysign(call: Call, out: Any, ct: Any) -> Cotangents:
+    """``|a| sign(b)``: the sign flips the cotangent of ``a``; ``b`` gets none (a step function)."""
+    a, b = call.args[:2]
+    return _each(call, {0: ct * np.sign(a) * np.copysign(1.0, b)})
+
+
+@defvjp(np.matrix_transpose, np.linalg.matrix_transpose)
+def _matrix_transpose(call: Call, out: Any, ct: Any) -> Cotangents:
+    return {(0,): np.swapaxes(ct, -1, -2)}
+
+
+@defvjp(np.vecdot, np.linalg.vecdot)
+def _vecdot(call: Call, out: Any, ct: Any) -> Cotangents:
+    """``sum(conj(a) * b, axis)``: the cotangent put back along ``axis`` times the other operand."""
+    a, b = call.args[:2]
+    axis = int(call.kwargs.get("axis", -1))
+    g = np.expand_dims(ct, axis)
+    return _each(call, {0: np.conjugate(g * np.conjugate(b)), 1: g * np.conjugate(a)})
+
+
+@defvjp(np.roll)
+def _roll(call: Call, out: Any, ct: Any) -> Cotangents:
+    """Rolling back by the same shift."""
+    a = call.args[0]
+    shift, axis = call.arg(1, "shift"), call.arg(2, "axis")
+    back = tuple(-int(k) for k in np.atleast_1d(shift))
+    if axis is None:
+        return {(0,): np.roll(ct, back[0]).reshape(a.shape)}
+    return {(0,): np.roll(ct, back if len(back) > 1 else back[0], axis)}
+
+
+@defvjp(np.repeat)
+def _repeat(call: Call, out: Any, ct: Any) -> Cotangents:
+    """With one repeat count ``r``: the ``r`` copies of each element summed (``reshape`` then ``sum``)."""
+    a = call.args[0]
+    repeats, axis = call.arg(1, "repeats"), call.arg(2, "axis")
+    if np.ndim(repeats) != 0:
+        raise TypeError("differentiating numpy.repeat needs one repeat count, got an array of counts")
+    r = int(repeats)
+    if axis is None:
+        return {(0,): np.sum(ct.reshape(a.size, r), axis=1).reshape(a.shape)}
+    axis = int(axis) % a.ndim
+    shape = a.shape[:axis] + (a.shape[axis], r) + a.shape[axis + 1:]
+    return {(0,): np.sum(ct.reshape(shape), axis=axis + 1)}
+
+
+@defvjp(np.linalg.trace)
+def _linalg_trace(call: Call, out: Any, ct: Any) -> Cotangents:
+    """The cotangent on the diagonal (``offset=0``): ``ct[..., None, None] * eye``."""
+    a = call.args[0]
+    if int(call.kwargs.get("offset", 0)) != 0:
+        raise TypeError("differentiating numpy.linalg.trace supports offset=0 only")
+    eye = np.eye(a.shape[-2], a.shape[-1], dtype=a.dtype)
+    return {(0,): np.expand_dims(np.expand_dims(ct, -1), -1) * eye}
+
+
+@defvjp(np.linalg.inv)
+def _inv(call: Call, out: Any, ct: Any) -> Cotangents:
+    """``-inv(a)^T ct inv(a)^T``."""
+    t = np.swapaxes(out, -1, -2)
+    return {(0,): -(t @ ct @ t)}
+
+
+@defvjp(np.linalg.det)
+def _det(call: Call, out: Any, ct: Any) -> Cotangents:
+    """``ct det(a) inv(a)^T`` (invertible matrices)."""
+    a = call.args[0]
+    scale = np.expand_dims(np.expand_dims(ct * out, -1), -1)
+    return {(0,): scale * np.swapaxes(np.linalg.inv(a), -1, -2)}
