@@ -60,6 +60,7 @@ OPS = {
 }
 
 
+@pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")  # astype of complex to int16, on purpose
 @settings(max_examples=150)
 @given(st.sampled_from(sorted(OPS)), st.sampled_from(DTYPES), st.sampled_from(DTYPES),
        st.integers(1, 4), st.integers(1, 4))
