@@ -31,6 +31,8 @@ Example:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -53,6 +55,55 @@ def _take(x: Any, axis: int, lo: int, hi: int) -> Any:
     return x[(slice(None),) * axis + (slice(lo, hi),)]
 
 
+@dataclass(frozen=True, eq=False, slots=True)
+class _MovePlan:
+    """What :func:`move_ranges` does for one (groups, have, want), worked out once.
+
+    ``sends[r]``: the local ``(lo, hi)`` pieces rank ``r`` sends, in member
+    order; ``receives[r]``: its result's pieces in position order, each
+    ``(True, lo, hi)`` (kept from its own array) or ``(False, start, stop)``
+    (from what arrived); ``prepared``: the backend's prepared calls, by
+    (backend, shapes, dtype, axis).
+    """
+
+    moves: bool
+    sends: Mapping[int, tuple[tuple[int, int], ...]]
+    receives: Mapping[int, tuple[tuple[bool, int, int], ...]]
+    kind: str
+    arguments: Mapping[str, Any]
+    prepared: dict = field(default_factory=dict, compare=False)
+
+
+@lru_cache(maxsize=1024)
+def _move_plan(groups: Groups, have_items: tuple, want_items: tuple) -> _MovePlan:
+    have, want = dict(have_items), dict(want_items)
+    moved = {}
+    for g in groups:
+        moved[g] = [[0 if q == p else width(_overlap(have[a], want[b])) for p, b in enumerate(g)]
+                    for q, a in enumerate(g)]
+    if not any(any(row) for rows in moved.values() for row in rows):
+        return _MovePlan(False, {}, {}, "", {})
+    sends, receives = {}, {}
+    for g in groups:
+        for p, r in enumerate(g):
+            lo = have[r][0]
+            sends[r] = tuple(_shift(_overlap(have[r], want[b]), lo) for b in g if b != r)
+            pieces, start = [], 0
+            for q, a in enumerate(g):
+                n = moved[g][q][p]
+                span = _overlap(have[a], want[r])
+                if a == r:
+                    if span[1] > span[0]:
+                        pieces.append((span[0], (True, *_shift(span, have[r][0]))))
+                elif n:
+                    pieces.append((span[0], (False, start, start + n)))
+                    start += n
+            pieces.sort(key=lambda piece: piece[0])
+            receives[r] = tuple(piece for _, piece in pieces)
+    kind, arguments = _call(groups, moved)
+    return _MovePlan(True, sends, receives, kind, arguments)
+
+
 def move_ranges(backend: Any, shards: Mapping[int, Any], groups: Groups, axis: int, have: Ranges,
                 want: Ranges) -> Shards:
     """Every rank's array holds positions ``have[r]`` of its group's sequence along ``axis``; return arrays holding ``want[r]``.
@@ -62,45 +113,31 @@ def move_ranges(backend: Any, shards: Mapping[int, Any], groups: Groups, axis: i
     order.  One ``rechunk`` (ranges in member order) or ``exchange`` (any other
     order) of the rows that change owner; none when no row does.  The results
     are new arrays, except where a rank already holds exactly what it wants.
+    The counts and the prepared call are worked out once per (groups, ranges).
     """
-    moved = {}
-    for g in groups:
-        moved[g] = [[0 if q == p else width(_overlap(have[a], want[b])) for p, b in enumerate(g)]
-                    for q, a in enumerate(g)]
-    if not any(any(row) for rows in moved.values() for row in rows):
+    plan = _move_plan(tuple(groups), tuple(sorted(have.items())), tuple(sorted(want.items())))
+    if not plan.moves:
         return dict(shards)
-    group_of = {r: g for g in groups for r in g}
     send = {}
     for r, x in shards.items():
-        g = group_of[r]
-        lo = have[r][0]
-        parts = [_take(x, axis, *(_shift(_overlap(have[r], want[b]), lo))) for b in g if b != r]
+        parts = [_take(x, axis, lo, hi) for lo, hi in plan.sends[r]]
         send[r] = array_module(x).concatenate(parts, axis=axis) if parts else x
-    kind, arguments = _call(groups, moved)
     some = next(iter(shards.values()))
-    prepared = backend.prepare(kind, groups, {r: s.shape for r, s in send.items()}, some.dtype, axis=axis,
-                               **arguments)
+    shapes = tuple((r, s.shape) for r, s in send.items())
+    key = (backend, shapes, some.dtype, axis)
+    prepared = plan.prepared.get(key)
+    if prepared is None:
+        prepared = plan.prepared[key] = backend.prepare(plan.kind, groups, dict(shapes), some.dtype, axis=axis,
+                                                        **plan.arguments)
     arrived = prepared.run(send)
     out = {}
     for r, x in shards.items():
-        g = group_of[r]
-        p = g.index(r)
-        pieces = []
-        start = 0
-        for q, a in enumerate(g):
-            n = moved[g][q][p]
-            span = _overlap(have[a], want[r])
-            if a == r:
-                if span[1] > span[0]:
-                    pieces.append((span[0], _take(x, axis, *_shift(span, have[r][0]))))
-            elif n:
-                pieces.append((span[0], _take(arrived[r], axis, start, start + n)))
-                start += n
-        pieces.sort(key=lambda piece: piece[0])
-        if len(pieces) == 1 and pieces[0][1] is not x:
-            out[r] = array_module(x).ascontiguousarray(pieces[0][1])
+        pieces = [_take(x, axis, lo, hi) if own else _take(arrived[r], axis, lo, hi)
+                  for own, lo, hi in plan.receives[r]]
+        if len(pieces) == 1 and pieces[0] is not x:
+            out[r] = array_module(x).ascontiguousarray(pieces[0])
         elif pieces:
-            out[r] = array_module(x).concatenate([p for _, p in pieces], axis=axis)
+            out[r] = array_module(x).concatenate(pieces, axis=axis)
         else:
             out[r] = _take(x, axis, 0, 0).copy()
     return out
