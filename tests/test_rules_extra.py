@@ -401,3 +401,17 @@ def test_reshape_recuts_a_misaligned_sharded_run_without_a_gather(world):
             report.expect(c.counts["all_gather"] == 0 and c.total <= 1, f"{ishape} -> {oshape}: {c.counts}")
             report.expect(out.placements == (Shard(0),), f"{ishape} -> {oshape}: {out.placements}")
     report.finish()
+
+
+def test_arguments_bind_as_numpy_binds_them():
+    """A name given by position and by keyword, or one positional argument too many, is NumPy's TypeError."""
+    x = dt.distribute_tensor(np.ones((4, 3)), dt.DeviceMesh((2,)), [Shard(0)])
+    for call in (lambda: np.flip(x, 0, axis=0), lambda: np.roll(x, 1, 0, shift=1), lambda: np.var(x, 0, axis=0),
+                 lambda: np.repeat(x, 2, 0, 5)):
+        with pytest.raises(TypeError, match="got multiple values for argument|positional arguments"):
+            call()
+    a = np.ones((4, 3))  # NumPy refuses the same calls on plain arrays
+    for call in (lambda: np.flip(a, 0, axis=0), lambda: np.roll(a, 1, 0, shift=1), lambda: np.var(a, 0, axis=0),
+                 lambda: np.repeat(a, 2, 0, 5)):
+        with pytest.raises(TypeError):
+            call()

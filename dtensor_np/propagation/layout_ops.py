@@ -53,6 +53,7 @@ from .indexing import GETITEM
 from .registry import Decision, OpRule, register
 from .row_moves import move_ranges
 from .whole_axes import LINEAR_REDUCE_OPS, whole_decision
+from .signature_bind import named_arguments, no_more_arguments, pop_dtensor
 
 __all__ = ["broadcast_spec", "tile_decision", "repeat_decision", "tri_decision"]
 
@@ -87,11 +88,8 @@ def _broadcast_local(out: DTensorSpec, rank: int, x: Any) -> Any:
 
 
 def _bind_broadcast_to(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
-    given = dict(zip(("array", "shape", "subok"), args))
-    given.update(kwargs)
-    x = given.get("array")
-    if not is_sharded(x):
-        raise TypeError(f"numpy.broadcast_to: expected a DTensor, got {type(x).__name__}")
+    given = named_arguments("numpy.broadcast_to", ("array", "shape", "subok"), args, kwargs)
+    x = pop_dtensor("numpy.broadcast_to", given, "array")
     shape = given.get("shape")
     shape = (operator.index(shape),) if not isinstance(shape, (tuple, list)) else tuple(operator.index(s) for s in shape)
     return (x,), shape
@@ -189,14 +187,11 @@ def tri_decision(spec: DTensorSpec, func: Callable[..., Any], k: int) -> Decisio
 
 def _tri_rule(func: Callable[..., Any]) -> OpRule:
     def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
-        given = dict(zip(("m", "k"), args))
-        given.update(kwargs)
-        m = given.pop("m", None)
-        if not is_sharded(m):
-            raise TypeError(f"numpy.{func.__name__}: expected a DTensor, got {type(m).__name__}")
+        name = f"numpy.{func.__name__}"
+        given = named_arguments(name, ("m", "k"), args, kwargs)
+        m = pop_dtensor(name, given, "m")
         k = operator.index(given.pop("k", 0))
-        if given:
-            raise TypeError(f"numpy.{func.__name__}() got unexpected arguments {sorted(given)}")
+        no_more_arguments(name, given)
         return (m,), k
 
     return OpRule(func.__name__, bind, lambda specs, k: tri_decision(specs[0], func, k))
@@ -222,11 +217,8 @@ def tile_decision(spec: DTensorSpec, reps: tuple[int, ...]) -> Decision:
 
 
 def _bind_tile(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
-    given = dict(zip(("A", "reps"), args))
-    given.update(kwargs)
-    a = given.pop("A", None)
-    if not is_sharded(a):
-        raise TypeError(f"numpy.tile: expected a DTensor, got {type(a).__name__}")
+    given = named_arguments("numpy.tile", ("A", "reps"), args, kwargs)
+    a = pop_dtensor("numpy.tile", given, "A")
     reps = given.pop("reps")
     if is_sharded(reps) or given:
         raise ShardingError(f"numpy.tile on DTensors: expected static reps (ints), got {type(reps).__name__} {sorted(given)}")
@@ -283,15 +275,11 @@ def repeat_decision(spec: DTensorSpec, repeats: Any, axis: Any) -> Decision:
 
 
 def _bind_repeat(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
-    given = dict(zip(("a", "repeats", "axis"), args))
-    given.update(kwargs)
-    a = given.pop("a", None)
-    if not is_sharded(a):
-        raise TypeError(f"numpy.repeat: expected a DTensor, got {type(a).__name__}")
+    given = named_arguments("numpy.repeat", ("a", "repeats", "axis"), args, kwargs)
+    a = pop_dtensor("numpy.repeat", given, "a")
     repeats = given.pop("repeats")
     axis = given.pop("axis", None)
-    if given:
-        raise TypeError(f"numpy.repeat() got unexpected arguments {sorted(given)}")
+    no_more_arguments("numpy.repeat", given)
     if is_sharded(repeats):  # the result's length depends on the values: eager only, gathered
         return (a, repeats), ("values", axis)
     counts = np.asarray(repeats)
@@ -331,11 +319,8 @@ def _decide_unstack(specs: tuple[DTensorSpec, ...], axis: Any) -> Decision:
 
 
 def _bind_unstack(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
-    given = dict(zip(("x",), args))
-    given.update(kwargs)
-    x = given.pop("x", None)
-    if not is_sharded(x):
-        raise TypeError(f"numpy.unstack: expected a DTensor, got {type(x).__name__}")
+    given = named_arguments("numpy.unstack", ("x",), args, kwargs)
+    x = pop_dtensor("numpy.unstack", given, "x")
     return (x,), freeze(given.pop("axis", 0))
 
 
@@ -346,11 +331,8 @@ if hasattr(np, "unstack"):
 # -- take / take_along_axis -------------------------------------------------------------
 
 def _bind_take(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
-    given = dict(zip(("a", "indices", "axis", "out", "mode"), args))
-    given.update(kwargs)
-    a = given.pop("a", None)
-    if not is_sharded(a):
-        raise TypeError(f"numpy.take: expected a DTensor, got {type(a).__name__}")
+    given = named_arguments("numpy.take", ("a", "indices", "axis", "out", "mode"), args, kwargs)
+    a = pop_dtensor("numpy.take", given, "a")
     if given.pop("out", None) is not None or given.pop("mode", "raise") != "raise":
         raise ShardingError("numpy.take on DTensors: expected mode='raise' and out= as a keyword")
     axis = given.pop("axis", None)
@@ -361,8 +343,7 @@ def _bind_take(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
         axis = 0
     axis = axis_index(axis, a.ndim)
     indices = given.pop("indices")
-    if given:
-        raise TypeError(f"numpy.take() got unexpected arguments {sorted(given)}")
+    no_more_arguments("numpy.take", given)
     if not is_sharded(indices) and not isinstance(indices, np.ndarray) and isinstance(indices, (list, tuple)):
         indices = np.asarray(indices)
     return GETITEM.bind((a, (slice(None),) * axis + (indices,)), {})
@@ -372,14 +353,12 @@ register(np.take)(OpRule("take", _bind_take, GETITEM.decide))
 
 
 def _bind_take_along_axis(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
-    given = dict(zip(("arr", "indices", "axis"), args))
-    given.update(kwargs)
+    given = named_arguments("numpy.take_along_axis", ("arr", "indices", "axis"), args, kwargs)
     arr, indices = given.pop("arr", None), given.pop("indices", None)
     if not (is_sharded(arr) and is_sharded(indices)):
         raise TypeError("numpy.take_along_axis: expected DTensors for arr and indices; distribute plain arrays first")
     axis = given.pop("axis", -1)
-    if given:
-        raise TypeError(f"numpy.take_along_axis() got unexpected arguments {sorted(given)}")
+    no_more_arguments("numpy.take_along_axis", given)
     if axis is None:
         if arr.ndim != 1:
             raise ShardingError("numpy.take_along_axis on DTensors: expected an axis for an array of more than 1 dim")

@@ -45,7 +45,7 @@ from ..spec import DTensorSpec, TensorMeta
 from .common import axis_tuple, freeze, partial_free, single_sharding
 from .registry import Decision, OpRule, register
 from .row_moves import move_ranges
-from .signature_bind import signature_binder
+from .signature_bind import named_arguments, no_more_arguments, pop_dtensor, signature_binder
 from .whole_axes import whole_decision
 
 __all__ = ["sort_decision", "flip_decision", "unique_decision", "DATA_DEPENDENT_OPS", "DATA_DEPENDENT_SHAPE",
@@ -113,14 +113,10 @@ def flip_decision(spec: DTensorSpec, axes: tuple[int, ...]) -> Decision:
 
 
 def _bind_flip(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
-    given = dict(zip(("m", "axis"), args))
-    given.update(kwargs)
-    m = given.pop("m", None)
-    if not is_sharded(m):
-        raise TypeError(f"numpy.flip: expected a DTensor, got {type(m).__name__}")
+    given = named_arguments("numpy.flip", ("m", "axis"), args, kwargs)
+    m = pop_dtensor("numpy.flip", given, "m")
     axis = given.pop("axis", None)
-    if given:
-        raise TypeError(f"numpy.flip() got unexpected arguments {sorted(given)}")
+    no_more_arguments("numpy.flip", given)
     axes = tuple(range(m.ndim)) if axis is None else axis_tuple(axis, m.ndim, lists=True)
     return (m,), tuple(sorted(axes))
 
@@ -230,8 +226,7 @@ for _func in (np.nonzero, np.flatnonzero, np.argwhere):
 # -- searchsorted -----------------------------------------------------------------
 
 def _bind_searchsorted(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
-    given = dict(zip(("a", "v", "side", "sorter"), args))
-    given.update(kwargs)
+    given = named_arguments("numpy.searchsorted", ("a", "v", "side", "sorter"), args, kwargs)
     extra = set(given) - {"a", "v", "side", "sorter"}
     if extra or "a" not in given or "v" not in given:
         raise TypeError(f"numpy.searchsorted(a, v, side='left', sorter=None): got arguments {sorted(given)}")

@@ -32,6 +32,7 @@ from ..sharded import is_sharded
 from ..spec import DTensorSpec
 from .common import axis_index, single_sharding
 from .registry import Decision, OpRule, register
+from .signature_bind import named_arguments, no_more_arguments, pop_dtensor
 
 __all__ = ["roll_plan", "roll_shards", "roll_decision"]
 
@@ -129,16 +130,12 @@ def roll_decision(spec: DTensorSpec, shifts: dict[int, int]) -> Decision:
 
 
 def _bind_roll(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Any]:
-    given = dict(zip(("a", "shift", "axis"), args))
-    given.update(kwargs)
-    a = given.pop("a", None)
-    if not is_sharded(a):
-        raise TypeError(f"numpy.roll: expected a DTensor, got {type(a).__name__}")
+    given = named_arguments("numpy.roll", ("a", "shift", "axis"), args, kwargs)
+    a = pop_dtensor("numpy.roll", given, "a")
     if "shift" not in given:
         raise TypeError("numpy.roll() missing required argument 'shift'")
     shift, axis = given.pop("shift"), given.pop("axis", None)
-    if given:
-        raise TypeError(f"numpy.roll() got unexpected arguments {sorted(given)}")
+    no_more_arguments("numpy.roll", given)
     if is_sharded(shift) or is_sharded(axis):
         raise ShardingError("numpy.roll on DTensors: expected shift and axis as Python integers, got a DTensor")
     shift_t = tuple(int(k) for k in np.atleast_1d(shift))

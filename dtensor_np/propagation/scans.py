@@ -39,6 +39,7 @@ from ..spec import DTensorSpec, TensorMeta
 from .common import axis_index, partial_free, single_sharding
 from .registry import Decision, OpRule, register
 from .whole_axes import whole_decision
+from .signature_bind import named_arguments, no_more_arguments
 
 __all__ = ["scan_decision", "SCANS"]
 
@@ -101,11 +102,8 @@ def _scan_rule(func: Callable[..., Any], kind: str) -> OpRule:
     names = ("x", "axis", "dtype", "out", "include_initial") if cumulative else ("a", "axis", "dtype", "out")
 
     def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
-        given = dict(zip(names, args))
-        for k, v in kwargs.items():
-            if k not in names or k in given:
-                raise TypeError(f"numpy.{func.__name__}() got an unexpected or repeated argument {k!r}")
-            given[k] = v
+        given = named_arguments(f"numpy.{func.__name__}", names, args, kwargs)
+        no_more_arguments(f"numpy.{func.__name__}", {k: v for k, v in given.items() if k not in names})
         x = given.get(names[0])
         if not is_sharded(x):
             raise TypeError(f"numpy.{func.__name__}: expected a DTensor, got {type(x).__name__}")

@@ -1,5 +1,10 @@
 """Binding a call by the NumPy function's own signature: its array parameters and a frozen key of the rest.
 
+:func:`named_arguments`, :func:`pop_dtensor` and :func:`no_more_arguments` are
+the small steps the hand-written rules' binders share (a rule that
+normalises its arguments itself): name the arguments as Python would, take
+the DTensor, and refuse what is left.
+
 Used by the rules of ``numpy.linalg`` and ``numpy.fft``: every argument is
 named as NumPy names it (defaults filled in), the array parameters must be
 DTensors, and every other argument must be static (a scalar, a string, a
@@ -22,7 +27,7 @@ Example:
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 
@@ -30,7 +35,45 @@ from ..errors import ShardingError
 from ..sharded import is_sharded
 from .common import freeze
 
-__all__ = ["signature_binder"]
+__all__ = ["signature_binder", "named_arguments", "pop_dtensor", "no_more_arguments"]
+
+
+def named_arguments(name: str, names: Sequence[str], args: tuple, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The call's arguments by name: the positional ones named by ``names`` in order, then the keywords.
+
+    As Python binds a call: more positional arguments than ``names``, or a name
+    given by position and again by keyword, is a TypeError.
+
+    Example:
+        >>> named_arguments("numpy.flip", ("m", "axis"), (1,), {"axis": 0})
+        {'m': 1, 'axis': 0}
+        >>> named_arguments("numpy.flip", ("m", "axis"), (1, 0), {"axis": 0})
+        Traceback (most recent call last):
+        ...
+        TypeError: numpy.flip() got multiple values for argument 'axis'
+    """
+    if len(args) > len(names):
+        raise TypeError(f"{name}() takes at most {len(names)} positional arguments, got {len(args)}")
+    given = dict(zip(names, args))
+    for key, value in kwargs.items():
+        if key in given:
+            raise TypeError(f"{name}() got multiple values for argument {key!r}")
+        given[key] = value
+    return given
+
+
+def pop_dtensor(name: str, given: dict[str, Any], key: str) -> Any:
+    """``given[key]``, removed, which must be a DTensor (a TypeError naming what it is otherwise)."""
+    value = given.pop(key, None)
+    if not is_sharded(value):
+        raise TypeError(f"{name}: expected a DTensor, got {type(value).__name__}")
+    return value
+
+
+def no_more_arguments(name: str, given: Mapping[str, Any]) -> None:
+    """A TypeError naming the arguments left in ``given`` (the binder took all it knows)."""
+    if given:
+        raise TypeError(f"{name}() got unexpected arguments {sorted(given)}")
 
 
 def signature_binder(func: Callable[..., Any], module: str, arrays: int = 1, scalars: tuple[str, ...] = ()) -> Callable[[tuple, dict], tuple[tuple[Any, ...], Hashable]]:

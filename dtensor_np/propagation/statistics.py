@@ -46,10 +46,10 @@ from collectives import array_module
 
 from ..errors import ShardingError
 from ..placements import Placement, Replicate, Shard
-from ..sharded import is_sharded
 from ..spec import DTensorSpec, TensorMeta
 from .common import normalize_axes, partial_free, single_sharding
 from .registry import Decision, OpRule, register
+from .signature_bind import named_arguments, no_more_arguments, pop_dtensor
 
 __all__ = ["reduced_placements", "arg_decision", "moments_decision"]
 
@@ -171,18 +171,14 @@ def _arg_rule(kind: str) -> OpRule:
     func = np.argmax if kind == "max" else np.argmin
 
     def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
-        names = ("a", "axis", "out")
-        given = dict(zip(names, args))
-        given.update(kwargs)
-        a = given.pop("a", None)
-        if not is_sharded(a):
-            raise TypeError(f"numpy.{func.__name__}: expected a DTensor, got {type(a).__name__}")
+        name = f"numpy.{func.__name__}"
+        given = named_arguments(name, ("a", "axis", "out"), args, kwargs)
+        a = pop_dtensor(name, given, "a")
         if given.pop("out", None) is not None:
             raise ShardingError(f"numpy.{func.__name__} on DTensors: expected out= as a keyword (it rebinds), got it by position")
         axis = given.pop("axis", None)
         keepdims = bool(given.pop("keepdims", False))
-        if given:
-            raise TypeError(f"numpy.{func.__name__}() got unexpected arguments {sorted(given)}")
+        no_more_arguments(name, given)
         axes = normalize_axes(axis, a.ndim, legacy_0d=True)
         return (a,), (kind, None if axes is None or not axes else axes[0], keepdims)
 
@@ -266,14 +262,8 @@ def _moments_rule(root: bool) -> OpRule:
     names = ("a", "axis", "dtype", "out", "ddof", "keepdims")
 
     def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
-        given = dict(zip(names, args))
-        for k, v in kwargs.items():
-            if k in given:
-                raise TypeError(f"numpy.{func.__name__}() got multiple values for argument {k!r}")
-            given[k] = v
-        a = given.pop("a", None)
-        if not is_sharded(a):
-            raise TypeError(f"numpy.{func.__name__}: expected a DTensor, got {type(a).__name__}")
+        given = named_arguments(f"numpy.{func.__name__}", names, args, kwargs)
+        a = pop_dtensor(f"numpy.{func.__name__}", given, "a")
         if given.pop("out", None) is not None:
             raise ShardingError(f"numpy.{func.__name__} on DTensors: expected out= as a keyword (it rebinds), got it by position")
         ddof = given.pop("ddof", 0)
@@ -290,8 +280,7 @@ def _moments_rule(root: bool) -> OpRule:
         keepdims = given.pop("keepdims", False)
         keepdims = False if keepdims is np._NoValue else bool(keepdims)  # type: ignore[attr-defined]
         dtype = given.pop("dtype", None)
-        if given:
-            raise TypeError(f"numpy.{func.__name__}() got unexpected arguments {sorted(given)}")
+        no_more_arguments(f"numpy.{func.__name__}", given)
         axes = normalize_axes(axis, a.ndim)
         return (a,), (root, axes, float(ddof) if isinstance(ddof, float) else int(ddof), keepdims,
                       None if dtype is None else np.dtype(dtype))
