@@ -23,6 +23,11 @@ every reduce op, shard orders other than the default): after's time and
 method by number of mesh dims of size > 1, and cost over greedy's where the
 shard orders are the default (greedy ignores orders).
 
+``--full`` times the full search alone, with no budget (the exact plan of
+every pair, ``plan_search.search_path(..., budget=math.inf)``): the fastest
+of ``--reps`` runs per pair, and the states it expands (a second, counted run);
+run it on two trees to compare two versions of the search.
+
 Run: ``python benchmarks/planner.py [--pairs 30] [--cap 10] [--mixed 300] [--json OUT.json]``
 (single process, no MPI).  ``--meshes "2,2;2,2,2"`` picks meshes,
 ``--no-before`` skips the exhaustive side.
@@ -44,6 +49,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import seeded_pairs  # noqa: E402
 
 import dtensor_np as dt  # noqa: E402
 from dtensor_np import DeviceMesh, DTensorSpec, Partial, Replicate, Shard, TensorMeta  # noqa: E402
@@ -57,15 +65,11 @@ META = TensorMeta((64, 64, 64), "float32")
 
 
 def pairs(mesh_shape: tuple[int, ...], n: int, seed: int) -> list[tuple[DTensorSpec, DTensorSpec]]:
-    """``n`` random pairs on one mesh; the same for a given (mesh, seed)."""
-    rng = random.Random(f"{seed}:{mesh_shape}")
+    """``n`` random pairs on one mesh; the same for a given (mesh, seed), and the same that
+    ``torch_planner.py`` plans (``seeded_pairs.draw``)."""
     mesh = DeviceMesh(mesh_shape)
-    out = []
-    for _ in range(n):
-        src = tuple(rng.choice(SOURCES) for _ in mesh_shape)
-        dst = tuple(rng.choice(TARGETS) for _ in mesh_shape)
-        out.append((DTensorSpec(mesh, src, META), DTensorSpec(mesh, dst, META)))
-    return out
+    return [(DTensorSpec(mesh, src, META), DTensorSpec(mesh, dst, META))
+            for src, dst in seeded_pairs.draw(mesh_shape, n, seed, SOURCES, TARGETS)]
 
 
 def mixed_pairs(n: int, seed: int) -> list[tuple[DTensorSpec, DTensorSpec]]:
@@ -190,6 +194,44 @@ def run_mesh(mesh_shape: tuple[int, ...], args: argparse.Namespace) -> dict[str,
     return {"mesh": list(mesh_shape), "rows": rows}
 
 
+def run_full(mesh_shape: tuple[int, ...], args: argparse.Namespace) -> str:
+    """One table row: the full search with no budget on the mesh's pairs (time and states expanded)."""
+    from dtensor_np import plan_search
+
+    times, expanded, costs = [], [], []
+    for src, dst in pairs(mesh_shape, args.pairs, args.seed):
+        start, goal = plan_search.search_state(src), plan_search.search_state(dst)
+        steps = planner.plan_greedy(src, dst)
+        bound = planner.greedy_collectives(src, dst)
+        best = float("inf")
+        for _ in range(args.reps):
+            greedy = plan_search.greedy_path(start, goal, mesh_shape, steps)
+            begin = time.perf_counter()
+            result = plan_search.search_path(start, goal, mesh_shape, src.ndim, planner._nbytes(src),
+                                             plan_search.CostModel(), bound, greedy, budget=math.inf)
+            best = min(best, time.perf_counter() - begin)
+        times.append(best * 1e3)
+        costs.append(result.cost)
+        count = [0]
+        plain = plan_search._Problem.successors
+
+        def counted(self: Any, *a: Any, **k: Any) -> Any:
+            count[0] += 1
+            return plain(self, *a, **k)
+        plan_search._Problem.successors = counted  # type: ignore[method-assign]
+        try:
+            plan_search.search_path(start, goal, mesh_shape, src.ndim, planner._nbytes(src), plan_search.CostModel(),
+                                    bound, plan_search.greedy_path(start, goal, mesh_shape, steps), budget=math.inf)
+        finally:
+            plan_search._Problem.successors = plain  # type: ignore[method-assign]
+        expanded.append(count[0])
+    times.sort()
+    expanded.sort()
+    p90 = min(len(times) - 1, int(0.9 * len(times)))
+    return (f"| {'x'.join(map(str, mesh_shape))} | {statistics.median(times):.2f} / {times[p90]:.2f} / {times[-1]:.2f} | "
+            f"{statistics.median(expanded):.0f} / {expanded[p90]} / {expanded[-1]} | {sum(costs):.6f} |")
+
+
 def summary(result: dict[str, Any], with_before: bool) -> str:
     rows = result["rows"]
     eps = 1e-9
@@ -234,11 +276,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--mixed", type=int, default=0, metavar="N",
                         help="also N pairs over every placement kind, array rank, reduce op and shard order")
     parser.add_argument("--json", help="write every pair's numbers here")
+    parser.add_argument("--full", action="store_true", help="time the full search alone, with no budget")
     args = parser.parse_args(argv)
     meshes = [tuple(int(x) for x in m.split(",")) for m in args.meshes.split(";") if m]
     load = os.getloadavg()
     print(f"# {date.today()}, Python {platform.python_version()}, {os.cpu_count()} cores, "
           f"load average {load[0]:.2f} at the start", flush=True)
+    if args.full:
+        print("| mesh | full search, no budget: ms median / p90 / max | states expanded median / p90 / max "
+              "| sum of plan costs |\n|---|---|---|---|")
+        for mesh_shape in meshes:
+            print(run_full(mesh_shape, args), flush=True)
+        print(f"# load average {os.getloadavg()[0]:.2f} at the end")
+        return 0
     results = []
     for mesh_shape in meshes:
         print(f"mesh {mesh_shape}", file=sys.stderr, flush=True)

@@ -23,10 +23,10 @@ replayed as moves):
 * ``FULL``: every move of the graph.  Finishing it proves the path optimal.
 
 Up to :data:`EXACT_DIMS` mesh dims of size > 1, ``FULL`` runs alone and to its
-end (an incumbent would prune nothing it expands: the work of A* with a
-consistent bound is the states below the optimum).  From 4 on, the ``FULL``
-search rarely finishes within the budget (median 320 to 420 moves on 4 mesh
-dims, 640 on 8x8x4x2x2, 2,900 on 2x2x2x2x2, up to 10,000), so ``PROBES`` first looks for a cheap
+end (an incumbent would prune nothing it expands: the work of A* is the states
+below the optimum).  From 4 on, the ``FULL`` search often does not finish
+within the budget (median 160 to 210 work units, below, on 4 mesh dims, 360 on
+8x8x4x2x2, 1,180 on 2x2x2x2x2, up to 5,300), so ``PROBES`` first looks for a cheap
 path: ``LANDING`` searches from the start (at most :data:`PROBE_ROOT` moves)
 and from every state within :data:`PROBE_DEPTH` moves of it, any ``FULL``
 move (at most :data:`PROBE_MOVES` moves each), those states taken best first
@@ -53,11 +53,17 @@ Every family leaves out two kinds of move that no cheapest path needs: undoing
 a split the target keeps under the same outer splits (a settled prefix of a
 tensor dim: popping it only grows the array and pushes it back), and pushing
 onto the second of two tensor dims that are empty now and in the target (the
-two are interchangeable).
+two are interchangeable).  With no collective to spare (the collectives used
+plus the fewest the state still needs reach the cap: one per tensor dim with
+a split to undo, one per reduce op pending) they also leave out every move
+that would need one more: a pop of part of a tensor dim's unsettled splits
+(all of them go in one all_gather, or one all_to_all if there is one), a push
+onto a settled tensor dim other than into its target slot (parking only on a
+tensor dim still to be popped), a reduction of part of a reduce op's mesh
+dims.
 
-The lower bound (consistent, so A* expands each state once per count of
-collectives).  With the potential ``-X / bandwidth``, an all_gather costs only
-its latency and a push that splits a k-way mesh dim costs ``(1 - 1/k) X``
+The lower bound.  With the potential ``-X / bandwidth``, an all_gather costs
+only its latency and a push that splits a k-way mesh dim costs ``(1 - 1/k) X``
 (chunk), a reduction ``2 (1 - 1/k) X`` (reduce_scatter, all_reduce), an
 all_to_all ``(1 - 1/k) X``.  The bound is the potential plus the latency of
 one collective for each tensor dim with a split to undo and each reduce op
@@ -65,17 +71,38 @@ pending, plus those bytes in their cheapest order: the pushes of every
 unsharded mesh dim the target shards (and, when that helps, of every spare
 one) first, the reductions next, the all_to_alls last; also priced at the
 least local size any state has.  The count of collectives also prunes every
-path that cannot end within the cap.
+path that cannot end within the cap.  It is consistent, but it prices every
+push as if it came first, while a target's split order or two tensor dims
+that swap mesh dims force pushes after collectives: it starts at 0.46 to 0.76
+of the optimum (median) from 4 mesh dims on.
 
-Budget.  The searches count the moves they look at (the probes' own first
-moves too): :data:`STAGES` stop at their numbers, ``FULL`` at what is left of
-:data:`BUDGET`; with at most :data:`EXACT_DIMS` mesh dims of size > 1 there is
-no limit (the whole graph is small: at most ~450 moves measured on 30,000
-random pairs).  The count is deterministic, so every rank plans the same
-steps.  A move is O(ndim + mesh dims) Python work (~2.5 us on a 2-core VM),
-so a search is O(BUDGET (ndim + mesh dims)): measured 0.1 to 0.2 ms median on
-2 and 3 mesh dims, 0.7 to 0.9 ms median and about 1 ms at most on 4 to 6
-(benchmarks/README.md).  Worst case without the budget: the number of
+``FULL`` sharpens it where no collective is spare (most of its states, 70 to
+80 % of those it expands; :meth:`_Problem.tight`, worked out when a visit is
+popped and the visit pushed back if it rises): then each tensor dim with a
+split to undo pops all of it in one collective, at the local size that the
+pushes its own mesh dims do not block leave, and each other such tensor dim
+popped first gathers what of it cannot be pushed back; something parked on a
+tensor dim still to be popped makes that pop an all_gather of more than its
+own splits.  This bound is admissible, not consistent, so a state may be
+expanded again when reached more cheaply: a visit is dominated only by an
+earlier expanded one with no more collectives and no more cost.  With it the
+full search expands 2.5 to 4.4 times fewer states (median) on 4 to 6 mesh dims
+and takes 1.2 to 2.2 times less time to prove a plan optimal (benchmarks/README.md;
+the same plans' costs).  Checked against the exhaustive search on 450 pairs of
+benchmarks/planner.py's meshes of 4 and 5 dims and 2,500 random pairs of up to 4
+mesh dims of size > 1, and in the tests (tests/test_planner_search.py).
+
+Budget.  The searches count their work: the moves they look at (the probes'
+own first moves too), and in ``FULL`` also :data:`EXPAND_WORK` per expansion
+and :data:`TIGHT_WORK` per sharper bound worked out (they take about that many
+moves' time).  :data:`STAGES` stop at their numbers, ``FULL`` at what is left
+of :data:`BUDGET`; with at most :data:`EXACT_DIMS` mesh dims of size > 1 there
+is no limit (the whole graph is small: at most ~400 units measured on 3,700
+random pairs, 0.8 ms).  The count is deterministic, so every rank plans the
+same steps.  A move is O(ndim + mesh dims) Python work (~2.1 to 2.9 us on a
+2-core VM), so a search is O(BUDGET (ndim + mesh dims)): measured 0.1 to 0.2
+ms median on 2 and 3 mesh dims, 0.7 to 0.9 ms median and at most 1 ms on 4 to
+6 (benchmarks/README.md).  Worst case without the budget: the number of
 states, exponential in the mesh dims, as the exhaustive search.
 
 Guarantees.  Never more collectives than greedy (the cap) and never more cost
@@ -373,6 +400,8 @@ class _Problem:
         self._info: dict[tuple, tuple] = {}
         self._stack_info: list[dict[tuple, tuple]] = [{} for _ in range(ndim)]
         self._h: dict[_IState, tuple[float, int]] = {}
+        self._tight: dict[_IState, float] = {}
+        self.live_mask = sum(1 << m for m in self.live)
         self._reduce: dict[int, tuple[int, int]] = {}
         self._product: dict[int, int] = {0: 1}
         # The lower bound holds for CostModel's linear costs; another model searches without it.
@@ -489,6 +518,110 @@ class _Problem:
         got = self._h[state] = (h, n_coll)
         return got
 
+    def tight(self, state: _IState, shards: int) -> float:
+        """A lower bound on the cost to the goal for a path with no collective to spare: one that uses
+        only the fewest collectives the state needs (:meth:`heuristic`'s count), one per reduce op
+        pending and one per stack with an unsettled top, which then takes all of it off at once.
+
+        A stack with an unsettled top pops it in one collective: an all_to_all if it is one mesh
+        dim that lands in its target slot (or is parked on another unsettled stack), else an
+        all_gather of all of it, (K - 1) X, X the local size then.  Before that pop, pushes may fill
+        the target slots its own mesh dims do not block, and each other unsettled stack popped
+        first gathers what of it cannot be pushed back into such slots.  Either nothing is parked
+        (each other stack popped first only if that lowers X), or something is parked on an
+        unsettled stack, which then gathers more than its own part: (2K - 1) X at the least with
+        every free mesh dim pushed first, or (K - 1/2) X for the one popped last, which sees every
+        other stack popped first (a parked mesh dim shrinks X by k and is gathered with it); every
+        stack but the last may see every free mesh dim pushed first.
+        """
+        got = self._tight.get(state)
+        if got is not None:
+            return got
+        stacks, pmask = state
+        settled_len, smask, _, _, _ = self.info(stacks)
+        product = self.product
+        local = self.nbytes / shards
+        inv_bw = self.inv_bw
+        latency = self.latency
+        free = self.live_mask & ~smask & ~(pmask & self.goal_pmask)
+        total = 0.0
+        ndim = self.ndim
+        dirty = []
+        for d in range(ndim):
+            s = stacks[d]
+            lo = settled_len[d]
+            if len(s) > lo:
+                bits = 0
+                for m in s[lo:]:
+                    bits |= 1 << m
+                dirty.append((d, s[lo:], bits, product(bits)))
+        chains = [self.goal_stacks[e][settled_len[e]:] for e in range(ndim)]
+        before_all = local / product(free)  # every free mesh dim pushed first
+        pending = pmask & ~self.goal_pmask
+        if pending:  # one collective per reduce op, a reduce_scatter at the least
+            by_op: dict = {}
+            for m in self.live:
+                if pending >> m & 1:
+                    by_op[self.op[m]] = by_op.get(self.op[m], 0) | 1 << m
+            for bits in by_op.values():
+                total += latency + (1 - 1 / product(bits)) * local / product(free & ~bits) * inv_bw
+        if not dirty:
+            self._tight[state] = total
+            return total
+        apart = 0.0
+        parked = math.inf
+        others = 0.0
+        cheapest = []
+        extra = []
+        last = []
+        for f, mine, on_f, k in dirty:
+            top = mine[0] if len(mine) == 1 else -1
+            landing = False
+            reach = 0
+            fall = 1.0
+            pushes = []
+            for e in range(ndim):
+                if e == f:
+                    continue
+                pushed = 0
+                for m in chains[e]:
+                    bit = 1 << m
+                    if on_f & bit:
+                        landing = landing or m == top
+                        break
+                    reach |= bit
+                    if free & bit:
+                        pushed |= bit
+                n = product(pushed)
+                fall *= n
+                pushes.append((e, n))
+            fall_apart = fall_last = fall
+            for e, mine_e, on_e, k_e in dirty:
+                if e != f and len(mine_e) > 1:  # popped first: an all_gather of all of it
+                    net = product(on_e & reach) / k_e
+                    fall_last *= net
+                    if net < 1:  # then it may rather pop after
+                        n = dict(pushes)[e]
+                        if n * net > 1:
+                            fall_apart *= net
+                        else:
+                            fall_apart /= n
+            rate = (1 - 1 / k) if landing else (k - 1)
+            apart += latency + rate * local / fall_apart * inv_bw
+            cheap = latency + ((1 - 1 / k) if top >= 0 else (k - 1)) * before_all * inv_bw
+            others += cheap
+            cheapest.append(cheap)
+            last.append((latency + rate * local / fall_last * inv_bw, latency + (k - 0.5) * local / fall_last * inv_bw))
+            extra.append(latency + (2 * k - 1) * before_all * inv_bw - cheap)
+        if len(dirty) > 1:
+            for i, (alone, taking) in enumerate(last):
+                # parked on another stack too, or only on the one popped last
+                parked = min(parked, others - cheapest[i] + min(alone + min(x for j, x in enumerate(extra) if j != i),
+                                                                taking))
+        total += min(apart, parked)
+        self._tight[state] = total
+        return total
+
     def ready(self, stacks: tuple[tuple[int, ...], ...], settled_len: tuple[int, ...]) -> dict[int, int]:
         """For every tensor dim split as the target splits it so far: the mesh dim the target splits it by next."""
         ready = {}
@@ -498,7 +631,7 @@ class _Problem:
                 ready[e] = self.goal_stacks[e][n]
         return ready
 
-    def successors(self, state: _IState, family: int) -> Iterator[tuple[str, tuple[int, ...], int, int, _IState]]:
+    def successors(self, state: _IState, family: int, tight: bool = False) -> Iterator[tuple[str, tuple[int, ...], int, int, _IState]]:
         """The moves out of ``state`` in a family: (kind, mesh dims, tensor dim landed on or -1, group size, next state)."""
         stacks, pmask = state
         ndim = self.ndim
@@ -518,6 +651,8 @@ class _Problem:
         # where a mesh dim may go other than its target slot: anywhere (FULL), nowhere
         # (LANDING), or for a reduce_scatter only (PARKING, below)
         parks = targets if family == FULL else ()
+        if tight:  # no collective to spare: park only on unsettled stacks (module docstring)
+            parks = [e for e in parks if len(stacks[e]) > settled_len[e]]
         # pops of the unsettled top of a stack: all_gather (also merged) and all_to_all
         for d in range(ndim):
             s = stacks[d]
@@ -526,6 +661,12 @@ class _Problem:
             if n <= lo:
                 continue
             top = s[-1]
+            if tight and n - lo > 1:  # the whole unsettled part in one all_gather
+                k = 1
+                for m in s[lo:]:
+                    k *= size[m]
+                yield "all_gather", s[lo:], -1, k, (stacks[:d] + (s[:lo],) + stacks[d + 1:], pmask)
+                continue
             popped = stacks[:d] + (s[:-1],) + stacks[d + 1:]
             yield "all_gather", (top,), -1, size[top], (popped, pmask)
             for e in targets:
@@ -550,6 +691,19 @@ class _Problem:
             if self.goal_pmask & bit:
                 yield "partition", (m,), -1, size[m], (stacks, pmask | bit)
         for dims in reduce.values():
+            dims = tuple(dims)
+            if tight:  # one collective for all of them: all_reduce, or reduce_scatter
+                bits = 0  # into the target's next slots or onto an unsettled stack in any order
+                for m in dims:
+                    bits |= 1 << m
+                yield "all_reduce", dims, -1, self.product(bits), (stacks, pmask & ~bits)
+                yield from self._reductions(stacks, pmask, dims, itertools.permutations(dims), parks, all_reduce=False)
+                for e in ready:
+                    n = len(stacks[e])
+                    g = goal_stacks[e][n:n + len(dims)]
+                    if sorted(g) == sorted(dims):
+                        yield from self._reductions(stacks, pmask, g, (g,), (e,), all_reduce=False)
+                continue
             if family == FULL:
                 for r in range(1, len(dims) + 1):
                     for subset in itertools.combinations(dims, r):
@@ -557,7 +711,6 @@ class _Problem:
                 continue
             # all_reduce all at once (merged: cheaper than apart), or those the target replicates;
             # reduce_scatter into target slots, or (PARKING) anywhere in mesh dim order either way
-            dims = tuple(dims)
             spare = tuple(m for m in dims if not self.goal_shard_mask >> m & 1)
             for subset in (dims, spare) if spare and spare != dims else (dims,):
                 bits = 0
@@ -668,6 +821,8 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
     nbytes = pb.nbytes
     heuristic = pb.heuristic
     hcache = pb._h
+    tight = pb.tight
+    tcache = pb._tight
     successors = pb.successors
     step = pb.step_cost
     tie = itertools.count()
@@ -677,7 +832,13 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
         node = (f0, next(tie), 0.0, start, 0, pb.start_shards, None)
     heap: list = [node]
     best: dict[tuple[_IState, int], float] = {(node[3], node[4]): node[2]}
-    fewest: dict[_IState, int] = {}  # the fewest collectives of any expanded visit of a state
+    # (collectives, cost) of the first expanded visit of each state: a later visit with no fewer
+    # of either is dominated (the bound depends on the collectives left: visits of one state are
+    # not popped in order of cost)
+    fewest: dict[_IState, tuple[int, float]] = {}
+    refined: set = set()
+    refine = family == FULL  # the sharper bound and its work count: the full search only
+    expand_work = EXPAND_WORK if refine else 0
     work = 0
     slack = 1e-9 * max(upper, 1.0)
     limit = math.inf if upper == math.inf else upper + slack if ties else upper - slack
@@ -697,18 +858,34 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
         if best.get((state, used), inf) < g:
             continue
         known = fewest.get(state)
-        if known is not None and known <= used:
+        if known is not None and known[0] <= used and known[1] <= g:
             continue  # a cheaper visit with no more collectives was expanded already
+        spare = 1
+        if refine:
+            spare = bound - used - hcache[state][1]
+            if spare == 0 and (state, used) not in refined:
+                # no collective to spare: the sharper bound, worked out only for the visits popped
+                refined.add((state, used))
+                sharp = tcache.get(state)
+                if sharp is None:
+                    sharp = tight(state, shards)
+                    work += TIGHT_WORK
+                if g + sharp > f:
+                    if g + sharp < limit:
+                        push(heap, (g + sharp, next(tie), g, state, used, shards, links))
+                    continue
         if work >= budget:
             return _Outcome(None, upper, False, work)
-        fewest[state] = used
+        if known is None or used < known[0]:
+            fewest[state] = (used, g)
+        work += expand_work
         if shared is not None:
             seen = shared.get(state)
             if seen is not None and seen[0] <= g and seen[1] <= used:
                 continue  # an earlier probe expanded it from no worse
             shared[state] = (g, used)
         local = nbytes / shards
-        for kind, dims, e, k, nxt in successors(state, family):
+        for kind, dims, e, k, nxt in successors(state, family, spare == 0):
             work += 1
             if work > budget:  # mid-expansion too: one state may have thousands of moves
                 return _Outcome(None, upper, False, work)
@@ -769,7 +946,7 @@ def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
         if depth == PROBE_DEPTH:
             continue
         local = nbytes / shards
-        for kind, dims, e, k, nxt in pb.successors(state, FULL):
+        for kind, dims, e, k, nxt in pb.successors(state, FULL, used + hcache[state][1] == bound):
             work += 1
             if work > budget:
                 break
@@ -858,9 +1035,15 @@ class SearchResult:
 # from each of its starts), then the full one with what is left of BUDGET; counted
 # in moves looked at, so every rank plans the same steps.  PROBE_*: see _probes.
 # Chosen on benchmarks/planner.py's pairs (seed 0) and checked on seed 1 and on
-# --mixed pairs (module docstring).
-STAGES = ((PROBES, 300),)
-BUDGET = 300
+# --mixed pairs (module docstring); 230, the most that plans every pair of
+# benchmarks/planner.py within 1 ms on a 2-core VM (300 took up to 1.14 ms).
+STAGES = ((PROBES, 230),)
+BUDGET = 230
+# The full search counts more than its moves: an expansion as 2 moves, the bound with no collective
+# to spare (_Problem.tight) as 3 (measured on this VM: 2.1 us a move, 4.2 an expansion, 5.6 the
+# bound), so that its budget stands for time as the probes' does.
+EXPAND_WORK = 2
+TIGHT_WORK = 3
 EXACT_DIMS = 3
 PROBE_DEPTH = 2
 PROBE_MOVES = 60

@@ -193,8 +193,9 @@ def _plan_cached(src: DTensorSpec, dst: DTensorSpec, model: CostModel) -> tuple[
     mesh_shape = src.mesh.shape
     bound = greedy = None
     if _greedy_applies(src, dst):
-        bound = greedy_collectives(src, dst)
-        greedy = greedy_path(start, goal, mesh_shape, plan_greedy(src, dst))
+        steps = plan_greedy(src, dst)
+        bound = count_collectives_greedy(steps, mesh_shape)
+        greedy = greedy_path(start, goal, mesh_shape, steps)
     result = search_path(start, goal, mesh_shape, src.ndim, _nbytes(src), model, bound, greedy)
     return PlanTuple(_materialize(result.path, src, dst), result.method)
 
@@ -401,6 +402,10 @@ def _spec_after(placements: tuple[Placement, ...], live_order: ShardOrder, src: 
     """The full spec of a search state (size-1 mesh dims put back into the shard order, outermost)."""
     mesh = src.mesh
     trivial = [m for m, size in enumerate(mesh.shape) if size == 1]
+    if not trivial:  # the order is the search's; the default one lists mesh dims ascending
+        if all(all(a < b for a, b in zip(ms, ms[1:])) for _, ms in live_order):
+            return DTensorSpec(mesh, placements, src.tensor_meta)
+        return DTensorSpec(mesh, placements, src.tensor_meta, live_order)
     live = dict(live_order)
     order: dict[int, tuple[int, ...]] = {}
     for d in range(src.ndim):

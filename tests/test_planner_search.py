@@ -191,6 +191,78 @@ def test_plans_against_the_exhaustive_search_on_meshes_up_to_six_dims(pair):
     assert same_cost(unbounded_cost(src, dst), oracle)
 
 
+def external_state(pb, path):
+    """The search state (placements, live shard order) after internal moves from the start."""
+    return pb.external(tuple(path))[-1][4] if path else pb.ext_start
+
+
+def after_move(state_shards_used, move):
+    """(state, shards, collectives used) after an internal move."""
+    _, shards, used = state_shards_used
+    kind, _, _, k, nxt = move
+    grow = plan_search._EFFECT[kind][1]
+    return nxt, shards * k if grow > 0 else shards // k if grow else shards, used + (kind in plan_search.COLLECTIVES)
+
+
+@settings(max_examples=150, deadline=None)
+@given(spec_pairs(max_live=4, max_ranks=24, sizes=(2, 3), min_live=3, max_tensor_ndim=3, with_orders=False), st.data())
+def test_the_bound_with_no_collective_to_spare_is_a_lower_bound(pair, data):
+    """Walk the full search's moves at random; wherever the collectives used and the fewest still needed
+    reach the cap, the sharper bound (plan_search._Problem.tight) is at most what the exhaustive search
+    still pays from there, and the moves the search keeps there reach that cost."""
+    src, dst = pair
+    if not greedy_applies(src, dst):
+        return
+    start, goal = plan_search.search_state(src), plan_search.search_state(dst)
+    mesh_shape, nbytes, model = src.mesh.shape, planner._nbytes(src), plan_search.CostModel()
+    bound = greedy_collectives(src, dst)
+    pb = plan_search._Problem(start, goal, mesh_shape, src.ndim, nbytes, model, bound)
+
+    def still(state, used, path):
+        """What the exhaustive search pays from here, within the cap."""
+        here = external_state(pb, path)
+        rest = plan_search.exhaustive_path(here, goal, mesh_shape, src.ndim, nbytes, model, bound - used)
+        return plan_search.path_cost(rest, here, nbytes, mesh_shape, model)
+
+    node, path, checked = (pb.start, pb.start_shards, 0), [], 0
+    for _ in range(data.draw(st.integers(0, 6))):
+        state, shards, used = node
+        if state == pb.goal:
+            break
+        spare = bound - used - pb.heuristic(state, shards)[1]
+        if spare == 0:
+            cost = still(state, used, path)
+            assert pb.tight(state, shards) <= cost * (1 + 1e-9) + 1e-12, (str(src), str(dst), path)
+            kept = [m for m in pb.successors(state, plan_search.FULL, True)
+                    if after_move(node, m)[2] + pb.heuristic(*after_move(node, m)[:2])[1] <= bound]
+            best = min(pb.step_cost(m[0], m[3], nbytes / shards) + still(m[4], after_move(node, m)[2], path + [m[:3]])
+                       for m in kept)
+            assert same_cost(best, cost), (str(src), str(dst), path)
+            checked += 1
+        moves = [m for m in pb.successors(state, plan_search.FULL, spare == 0)
+                 if after_move(node, m)[2] + pb.heuristic(*after_move(node, m)[:2])[1] <= bound]
+        if not moves:
+            break
+        move = data.draw(st.sampled_from(moves))
+        node = after_move(node, move)
+        path.append(move[:3])
+    event(f"states with no collective to spare checked: {min(checked, 2)}{'+' if checked >= 2 else ''}")
+
+
+def test_the_full_search_with_no_budget_is_exact_where_an_early_version_was_not():
+    """Pairs on which the full search once returned a costlier plan than the exhaustive search: a state
+    expanded with fewer collectives but more cost hid a cheaper visit (the sharper bound depends on the
+    collectives left, so visits of one state are not popped in order of cost)."""
+    meta = TensorMeta((64, 64, 64), "float32")
+    for shape, a, b in [
+        ((4, 4, 4, 4), (Shard(1), Partial(), R, Shard(1)), (R, Shard(0), Shard(0), Shard(1))),
+        ((3, 2, 2, 2), (Shard(2), Shard(0), Shard(0), Partial()), (R, Shard(1), Shard(0), Shard(2))),
+    ]:
+        src = DTensorSpec(DeviceMesh(shape), a, meta)
+        dst = src.with_placements(b)
+        assert same_cost(unbounded_cost(src, dst), plan_cost(plan_exhaustive(src, dst), src))
+
+
 @settings(max_examples=60, deadline=None)
 @given(spec_pairs(max_live=6, max_ranks=64, dtype="float64"), st.integers(0, 2**16))
 def test_redistribute_by_the_new_plans_keeps_the_value(pair, seed):
