@@ -111,8 +111,12 @@ its steps always form a path of the graph, tested); the cost of
 :func:`exhaustive_path` whenever ``FULL`` finishes (``method == "exact"``;
 always up to :data:`EXACT_DIMS` mesh dims of size > 1).  Otherwise the path is
 the cheapest that :data:`STAGES` found (the probes, unless changed:
-``"approximate"``) or the greedy plan (``"greedy"``); ``dtensor_np.explain``
-says so.  The probes change no guarantee: they only lower the incumbent.
+``"approximate"``) or the greedy plan (``"greedy"``), improved locally by
+:func:`merge_gathers` (two all_gathers made one, or a mesh dim moved by an
+all_to_all onto a tensor dim gathered later, to leave with it: ``"approximate"``
+if that lowered the cost; 10 to 50 us); ``dtensor_np.explain`` says so.  The
+probes and the rewrites change no guarantee: they only lower the cost, within
+the cap.
 
 Example:
     >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
@@ -768,6 +772,59 @@ class _Problem:
             nodes.append((g + h, -1, g, (stacks, pmask), 0, shards, links))
         return nodes
 
+    def apply(self, state: _IState, move: _IMove) -> Optional[_IState]:
+        """The state after an internal move, or None where the move does not apply: a pop of mesh
+        dims that are not the top of one stack, a push or partition of one that is split or
+        pending a reduction, a reduction of one that is not."""
+        stacks, pmask = state
+        kind, dims, e = move
+        n = len(dims)
+        bits = 0
+        for m in dims:
+            bits |= 1 << m
+        if kind == "all_gather" or kind == "all_to_all":
+            for d, s in enumerate(stacks):
+                if len(s) >= n and s[len(s) - n:] == dims:
+                    if d == e:
+                        return None
+                    stacks = stacks[:d] + (s[:len(s) - n],) + stacks[d + 1:]
+                    break
+            else:
+                return None
+        elif kind == "reduce_scatter" or kind == "all_reduce":
+            if pmask & bits != bits:
+                return None
+            pmask &= ~bits
+        elif self.info(stacks)[1] & bits or pmask & bits:  # chunk, partition: Replicate mesh dims only
+            return None
+        elif kind == "partition":
+            pmask |= bits
+        if e >= 0:
+            stacks = stacks[:e] + (stacks[e] + dims,) + stacks[e + 1:]
+        return stacks, pmask
+
+    def walk(self, imoves: Sequence[_IMove], state: Optional[_IState] = None,
+             shards: Optional[int] = None) -> Optional[tuple[list[float], list[_IState], list[int]]]:
+        """Internal moves from ``state`` (of ``shards`` shards; the start by default): each move's
+        cost, and the states and numbers of shards before each move and after the last; None if
+        a move does not apply."""
+        if state is None:
+            state, shards = self.start, self.start_shards
+        assert shards is not None
+        costs: list[float] = []
+        states, counts = [state], [shards]
+        for move in imoves:
+            k = self.product(sum(1 << m for m in move[1]))
+            costs.append(self.step_cost(move[0], k, self.nbytes / shards))
+            state = self.apply(state, move)  # type: ignore[assignment]
+            if state is None:
+                return None
+            grow = _EFFECT[move[0]][1]
+            shards = shards * k if grow > 0 else shards // k if grow else shards
+            states.append(state)
+            counts.append(shards)
+        return costs, states, counts
+
     def external(self, imoves: Sequence[_IMove]) -> tuple[Move, ...]:
         """Internal moves as a path of :data:`Move` (the states the exhaustive search names)."""
         path = []
@@ -1035,10 +1092,11 @@ class SearchResult:
 # from each of its starts), then the full one with what is left of BUDGET; counted
 # in moves looked at, so every rank plans the same steps.  PROBE_*: see _probes.
 # Chosen on benchmarks/planner.py's pairs (seed 0) and checked on seed 1 and on
-# --mixed pairs (module docstring); 230, the most that plans every pair of
-# benchmarks/planner.py within 1 ms on a 2-core VM (300 took up to 1.14 ms).
-STAGES = ((PROBES, 230),)
-BUDGET = 230
+# --mixed pairs (module docstring); 215, about the most that plans every pair of
+# benchmarks/planner.py within 1 ms on a 2-core VM, merge_gathers included (300
+# took up to 1.14 ms).
+STAGES = ((PROBES, 215),)
+BUDGET = 215
 # The full search counts more than its moves: an expansion as 2 moves, the bound with no collective
 # to spare (_Problem.tight) as 3 (measured on this VM: 2.1 us a move, 4.2 an expansion, 5.6 the
 # bound), so that its budget stands for time as the probes' does.
@@ -1048,6 +1106,72 @@ EXACT_DIMS = 3
 PROBE_DEPTH = 2
 PROBE_MOVES = 60
 PROBE_ROOT = 150
+
+
+def merge_gathers(pb: _Problem, imoves: Sequence[_IMove]) -> tuple[tuple[_IMove, ...], float]:
+    """The path improved locally by merging all_gathers, and its cost: two rewrites, tried in
+    order and taken while one lowers the cost (each keeps the count of collectives or lowers it,
+    and the state after the later all_gather).
+
+    * An all_gather of one mesh dim ``m``, followed later by an all_gather of stack ``f`` with
+      neither ``f`` nor ``m`` touched in between: ``m`` goes onto ``f`` by an all_to_all instead,
+      and leaves with the later all_gather (one all_gather of more mesh dims; the array stays
+      split by ``m`` until then).
+    * Two all_gathers of one stack, nothing else touching it in between: one all_gather of both,
+      at the time of the first or of the second.
+
+    Example:
+        >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
+        >>> src = DTensorSpec(DeviceMesh((2, 2)), (Shard(0), Shard(0)), TensorMeta((8, 8), "f4"))
+        >>> pb = _Problem(search_state(src), search_state(src.with_placements((Replicate(),) * 2)), (2, 2), 2, 256,
+        ...               CostModel(), 2)
+        >>> merge_gathers(pb, (("all_gather", (1,), -1), ("all_gather", (0,), -1)))[0]
+        (('all_gather', (0, 1), -1),)
+    """
+    best = tuple(imoves)
+    walked = pb.walk(best)
+    if walked is None or walked[1][-1] != pb.goal:  # pragma: no cover - the callers' paths reach the goal
+        return best, math.inf
+    costs, states, counts = walked
+    cost = sum(costs)
+    for _ in range(len(best)):  # each rewrite takes a move out or moves a mesh dim onto another stack
+        found = None
+        for i, (kind, dims, _) in enumerate(best):
+            if kind != "all_gather":
+                continue
+            home = next(d for d, s in enumerate(states[i][0]) if s[len(s) - len(dims):] == dims)
+            for j in range(i + 1, len(best)):
+                later, later_dims, _ = best[j]
+                if set(later_dims) & set(dims):
+                    break
+                if later != "all_gather":
+                    continue
+                f = next(d for d, s in enumerate(states[j][0]) if s[len(s) - len(later_dims):] == later_dims)
+                untouched = not any(set(dims) & set(move[1]) for move in best[i + 1:j])
+                windows = []  # moves i..j rewritten
+                both = ("all_gather", later_dims + dims, -1)
+                if f == home and untouched and all(states[t][0][f] == states[i + 1][0][f] for t in range(i + 1, j + 1)):
+                    windows.append((both,) + best[i + 1:j])
+                    windows.append(best[i + 1:j] + (both,))
+                elif len(dims) == 1 and f != home and untouched and all(
+                        states[t][0][f] == states[i][0][f] for t in range(i, j + 1)):
+                    windows.append((("all_to_all", dims, f),) + best[i + 1:j] + (both,))
+                for window in windows:
+                    out = pb.walk(window, states[i], counts[i])
+                    if out is not None and out[1][-1] == states[j + 1] and (
+                            sum(out[0]) < sum(costs[i:j + 1]) * (1 - 1e-12)):
+                        found = best[:i] + window + best[j + 1:]
+                        break
+                if found:
+                    break
+            if found:
+                break
+        if found is None:
+            break
+        best = found
+        costs, states, counts = pb.walk(best)  # type: ignore[misc]
+        cost = sum(costs)
+    return best, cost
 
 
 def search_path(
@@ -1093,4 +1217,11 @@ def search_path(
         return SearchResult(pb.external(exact.imoves), exact.cost, "exact", work)
     if best_path is None:  # pragma: no cover - every legal pair has a path through Replicate
         raise ValueError(f"no path from {start} to {goal}")
-    return SearchResult(best_path, best_cost, "exact" if exact.complete else method, work)
+    if exact.complete:
+        return SearchResult(best_path, best_cost, "exact", work)
+    # not proved optimal: improved locally where two all_gathers merge into one
+    imoves = tuple((kind, dims, b.dim if isinstance(b, Shard) else -1) for kind, dims, _a, b, _ in best_path)
+    merged, cost = merge_gathers(pb, imoves)
+    if cost < best_cost:
+        return SearchResult(pb.external(merged), cost, "approximate", work)
+    return SearchResult(best_path, best_cost, method, work)

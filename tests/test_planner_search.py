@@ -249,6 +249,45 @@ def test_the_bound_with_no_collective_to_spare_is_a_lower_bound(pair, data):
     event(f"states with no collective to spare checked: {min(checked, 2)}{'+' if checked >= 2 else ''}")
 
 
+@settings(max_examples=80, deadline=None)
+@given(spec_pairs(max_live=6, max_ranks=256, sizes=(2, 3, 4), min_live=4, with_orders=False))
+def test_merging_all_gathers_keeps_a_path_no_costlier_and_within_the_cap(pair):
+    """plan_search.merge_gathers on the greedy plan: a path of the graph to the target (each move
+    applies), no costlier, with no more collectives."""
+    src, dst = pair
+    if not greedy_applies(src, dst):
+        return
+    start, goal = plan_search.search_state(src), plan_search.search_state(dst)
+    mesh_shape, nbytes = src.mesh.shape, planner._nbytes(src)
+    pb = plan_search._Problem(start, goal, mesh_shape, src.ndim, nbytes, plan_search.CostModel(),
+                              greedy_collectives(src, dst))
+    greedy = plan_search.greedy_path(start, goal, mesh_shape, plan_greedy(src, dst))
+    moves = tuple((kind, dims, b.dim if isinstance(b, Shard) else -1) for kind, dims, _a, b, _ in greedy)
+    merged, cost = plan_search.merge_gathers(pb, moves)
+    walked = pb.walk(merged)
+    assert walked is not None and walked[1][-1] == pb.goal and same_cost(sum(walked[0]), cost)
+    assert cost <= plan_search.path_cost(greedy, start, nbytes, mesh_shape, plan_search.CostModel()) * (1 + 1e-9)
+    collectives = [sum(kind in plan_search.COLLECTIVES for kind, *_ in path) for path in (merged, moves)]
+    assert collectives[0] <= collectives[1] <= greedy_collectives(src, dst)
+    event("merged" if merged != moves else "unchanged")
+
+
+def test_merging_all_gathers_reaches_the_exhaustive_cost_where_the_probes_do_not():
+    # the probes gather mesh dim 0 alone; the cheapest plan moves it onto tensor dim 2 with an
+    # all_to_all and gathers it there with mesh dims 1 and 4
+    src = DTensorSpec(DeviceMesh((2, 2, 2, 2, 2)), (Shard(0), Shard(2), Shard(0), R, Partial()),
+                      TensorMeta((64, 64, 64), "float32"))
+    dst = src.with_placements((Shard(2), R, Shard(1), Shard(0), R))
+    plan = dt.plan_redistribute(src, dst)
+    check_plan(src, dst, plan)
+    assert plan.method == "approximate"
+    assert same_cost(plan_cost(plan, src), plan_cost(plan_exhaustive(src, dst), src))
+    assert any(step.kind == "all_gather" and len(step.mesh_dims) == 3 for step in plan)
+    full = full_array(src.shape, "float32", 7)
+    x = dt.distribute_tensor(full, src.mesh, src.placements)
+    assert np.array_equal(x.redistribute(placements=dst.placements).full_tensor(), full)
+
+
 def test_the_full_search_with_no_budget_is_exact_where_an_early_version_was_not():
     """Pairs on which the full search once returned a costlier plan than the exhaustive search: a state
     expanded with fewer collectives but more cost hid a cheaper visit (the sharper bound depends on the
