@@ -25,8 +25,8 @@ replayed as moves):
 Up to :data:`EXACT_DIMS` mesh dims of size > 1, ``FULL`` runs alone and to its
 end (an incumbent would prune nothing it expands: the work of A* is the states
 below the optimum).  From 4 on, the ``FULL`` search often does not finish
-within the budget (median 160 to 210 work units, below, on 4 mesh dims, 360 on
-8x8x4x2x2, 1,180 on 2x2x2x2x2, up to 5,300), so ``PROBES`` first looks for a cheap
+within the budget (median 95 to 210 work units, below, on meshes of 4 dims, 360 on
+8x8x4x2x2, 1,180 on 2x2x2x2x2, 7,500 on 2x2x2x2x2x2, up to 70,000), so ``PROBES`` first looks for a cheap
 path: ``LANDING`` searches from the start (at most :data:`PROBE_ROOT` moves)
 and from every state within :data:`PROBE_DEPTH` moves of it, any ``FULL``
 move (at most :data:`PROBE_MOVES` moves each), those states taken best first
@@ -76,8 +76,8 @@ push as if it came first, while a target's split order or two tensor dims
 that swap mesh dims force pushes after collectives: it starts at 0.46 to 0.76
 of the optimum (median) from 4 mesh dims on.
 
-``FULL`` sharpens it where no collective is spare (most of its states, 70 to
-80 % of those it expands; :meth:`_Problem.tight`, worked out when a visit is
+``FULL`` sharpens it where no collective is spare (57 to 82 % of the visits it
+pops on meshes of 4 to 6 dims; :meth:`_Problem.tight`, worked out when a visit is
 popped and the visit pushed back if it rises): then each tensor dim with a
 split to undo pops all of it in one collective, at the local size that the
 pushes its own mesh dims do not block leave, and each other such tensor dim
@@ -97,8 +97,8 @@ own first moves too), and in ``FULL`` also :data:`EXPAND_WORK` per expansion
 and :data:`TIGHT_WORK` per sharper bound worked out (they take about that many
 moves' time).  :data:`STAGES` stop at their numbers, ``FULL`` at what is left
 of :data:`BUDGET`; with at most :data:`EXACT_DIMS` mesh dims of size > 1 there
-is no limit (the whole graph is small: at most ~400 units measured on 3,700
-random pairs, 0.8 ms).  The count is deterministic, so every rank plans the
+is no limit (the whole graph is small: at most ~600 units, about 1 ms, measured
+on 4,000 random pairs).  The count is deterministic, so every rank plans the
 same steps.  A move is O(ndim + mesh dims) Python work (~2.1 to 2.9 us on a
 2-core VM), so a search is O(BUDGET (ndim + mesh dims)): measured 0.1 to 0.2
 ms median on 2 and 3 mesh dims, 0.7 to 0.9 ms median and at most 1 ms on 4 to
@@ -583,7 +583,7 @@ class _Problem:
             landing = False
             reach = 0
             fall = 1.0
-            pushes = []
+            pushes = {}
             for e in range(ndim):
                 if e == f:
                     continue
@@ -598,14 +598,14 @@ class _Problem:
                         pushed |= bit
                 n = product(pushed)
                 fall *= n
-                pushes.append((e, n))
+                pushes[e] = n
             fall_apart = fall_last = fall
             for e, mine_e, on_e, k_e in dirty:
                 if e != f and len(mine_e) > 1:  # popped first: an all_gather of all of it
                     net = product(on_e & reach) / k_e
                     fall_last *= net
                     if net < 1:  # then it may rather pop after
-                        n = dict(pushes)[e]
+                        n = pushes[e]
                         if n * net > 1:
                             fall_apart *= net
                         else:
@@ -773,16 +773,24 @@ class _Problem:
         return nodes
 
     def apply(self, state: _IState, move: _IMove) -> Optional[_IState]:
-        """The state after an internal move, or None where the move does not apply: a pop of mesh
-        dims that are not the top of one stack, a push or partition of one that is split or
-        pending a reduction, a reduction of one that is not."""
+        """The state after an internal move, or None where it is not a move of the graph
+        (:func:`moves`): an all_gather of mesh dims that are not the top of one stack in that
+        order, an all_to_all of more than one mesh dim or onto its own stack, a chunk of a mesh dim
+        that is split or Partial, a partition the target does not want, a reduction of mesh dims
+        that are not all pending under one reduce op, a push without a tensor dim or a
+        non-push with one."""
         stacks, pmask = state
         kind, dims, e = move
         n = len(dims)
         bits = 0
         for m in dims:
             bits |= 1 << m
+        pushes = kind in ("all_to_all", "chunk", "reduce_scatter")
+        if n == 0 or (e >= 0) != pushes or e >= self.ndim:
+            return None
         if kind == "all_gather" or kind == "all_to_all":
+            if kind == "all_to_all" and n != 1:
+                return None
             for d, s in enumerate(stacks):
                 if len(s) >= n and s[len(s) - n:] == dims:
                     if d == e:
@@ -792,16 +800,43 @@ class _Problem:
             else:
                 return None
         elif kind == "reduce_scatter" or kind == "all_reduce":
-            if pmask & bits != bits:
+            pending = pmask & ~self.goal_pmask
+            if pending & bits != bits or len({self.op[m] for m in dims}) != 1:
                 return None
             pmask &= ~bits
-        elif self.info(stacks)[1] & bits or pmask & bits:  # chunk, partition: Replicate mesh dims only
+        elif kind == "chunk" or kind == "partition":
+            if n != 1 or self.info(stacks)[1] & bits or pmask & bits:
+                return None
+            if kind == "partition":
+                if not self.goal_pmask & bits:
+                    return None
+                pmask |= bits
+        else:
             return None
-        elif kind == "partition":
-            pmask |= bits
         if e >= 0:
             stacks = stacks[:e] + (stacks[e] + dims,) + stacks[e + 1:]
         return stacks, pmask
+
+    def fallback(self) -> tuple[_IMove, ...]:
+        """A path that always exists: every stack's unsettled part popped in one all_gather, every
+        reduce op's pending mesh dims in one all_reduce, then every target slot filled by a chunk,
+        in order, and every Partial the target adds made by a partition (the first incumbent
+        where there is no greedy plan: shard orders other than the default)."""
+        stacks, pmask = self.start
+        settled_len = self.info(stacks)[0]
+        path: list[_IMove] = []
+        for d, s in enumerate(stacks):
+            if len(s) > settled_len[d]:
+                path.append(("all_gather", s[settled_len[d]:], -1))
+        pending: dict[Partial, tuple[int, ...]] = {}
+        for m in self.live:
+            if (pmask & ~self.goal_pmask) >> m & 1:
+                pending[self.op[m]] = pending.get(self.op[m], ()) + (m,)
+        path.extend(("all_reduce", dims, -1) for dims in pending.values())
+        for e, goal in enumerate(self.goal_stacks):
+            path.extend(("chunk", (m,), e) for m in goal[settled_len[e]:])
+        path.extend(("partition", (m,), -1) for m in self.live if (self.goal_pmask & ~pmask) >> m & 1)
+        return tuple(path)
 
     def walk(self, imoves: Sequence[_IMove], state: Optional[_IState] = None,
              shards: Optional[int] = None) -> Optional[tuple[list[float], list[_IState], list[int]]]:
@@ -927,6 +962,8 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
                 if sharp is None:
                     sharp = tight(state, shards)
                     work += TIGHT_WORK
+                    if work > budget:
+                        return _Outcome(None, upper, False, work)
                 if g + sharp > f:
                     if g + sharp < limit:
                         push(heap, (g + sharp, next(tie), g, state, used, shards, links))
@@ -1076,9 +1113,12 @@ class SearchResult:
 
     ``method`` is ``"exact"`` (the full search finished: no cheaper path
     exists), ``"approximate"`` (it ran out of its budget; the path is the
-    cheapest the restricted searches found, see the module docstring) or
-    ``"greedy"`` (likewise, and none of those beat the greedy plan).
-    ``work`` counts the moves the searches looked at.
+    cheapest the restricted searches found, or the greedy plan (or, with no
+    greedy plan, :meth:`_Problem.fallback`) improved by :func:`merge_gathers`,
+    see the module docstring) or ``"greedy"`` (likewise, and nothing beat the
+    greedy plan).  ``work`` counts the moves the searches looked at, and in the
+    full search its expansions and sharper bounds too (:data:`EXPAND_WORK`,
+    :data:`TIGHT_WORK`).
     """
 
     path: tuple[Move, ...]
@@ -1197,6 +1237,12 @@ def search_path(
     method = "greedy"
     if greedy is not None:
         best_path, best_cost = greedy, path_cost(greedy, start, nbytes, mesh_shape, model)
+    else:  # no greedy plan (shard orders other than the default): a simple one, if within the cap
+        simple = pb.fallback()
+        walked = pb.walk(simple)
+        if walked is not None and walked[1][-1] == pb.goal and (
+                bound is None or sum(kind in COLLECTIVES for kind, _, _ in simple) <= bound):
+            best_path, best_cost, method = pb.external(simple), sum(walked[0]), "approximate"
     work = 0
     # with no limit the full search alone decides (an incumbent prunes nothing it would expand)
     for family, most in STAGES if total < math.inf else ():
@@ -1215,8 +1261,8 @@ def search_path(
     work += exact.work
     if exact.imoves is not None:
         return SearchResult(pb.external(exact.imoves), exact.cost, "exact", work)
-    if best_path is None:  # pragma: no cover - every legal pair has a path through Replicate
-        raise ValueError(f"no path from {start} to {goal}")
+    if best_path is None:  # a cap with no greedy plan to meet it, and the budget spent
+        raise ValueError(f"no path from {start} to {goal} with at most {bound} collectives within the budget")
     if exact.complete:
         return SearchResult(best_path, best_cost, "exact", work)
     # not proved optimal: improved locally where two all_gathers merge into one

@@ -191,6 +191,16 @@ def test_plans_against_the_exhaustive_search_on_meshes_up_to_six_dims(pair):
     assert same_cost(unbounded_cost(src, dst), oracle)
 
 
+def is_graph_path(path, start, goal, mesh_shape, ndim):
+    """Every step of ``path`` (search moves) is a move of the graph (``plan_search.moves``) and it ends at ``goal``."""
+    state = start
+    for move in path:
+        if move not in set(plan_search.moves(state, goal, mesh_shape, ndim)):
+            return False
+        state = move[4]
+    return state == goal
+
+
 def external_state(pb, path):
     """The search state (placements, live shard order) after internal moves from the start."""
     return pb.external(tuple(path))[-1][4] if path else pb.ext_start
@@ -225,7 +235,7 @@ def test_the_bound_with_no_collective_to_spare_is_a_lower_bound(pair, data):
         return plan_search.path_cost(rest, here, nbytes, mesh_shape, model)
 
     node, path, checked = (pb.start, pb.start_shards, 0), [], 0
-    for _ in range(data.draw(st.integers(0, 6))):
+    for _ in range(data.draw(st.integers(0, 8))):
         state, shards, used = node
         if state == pb.goal:
             break
@@ -266,10 +276,42 @@ def test_merging_all_gathers_keeps_a_path_no_costlier_and_within_the_cap(pair):
     merged, cost = plan_search.merge_gathers(pb, moves)
     walked = pb.walk(merged)
     assert walked is not None and walked[1][-1] == pb.goal and same_cost(sum(walked[0]), cost)
+    assert is_graph_path(pb.external(merged), start, goal, mesh_shape, src.ndim)
     assert cost <= plan_search.path_cost(greedy, start, nbytes, mesh_shape, plan_search.CostModel()) * (1 + 1e-9)
     collectives = [sum(kind in plan_search.COLLECTIVES for kind, *_ in path) for path in (merged, moves)]
     assert collectives[0] <= collectives[1] <= greedy_collectives(src, dst)
     event("merged" if merged != moves else "unchanged")
+
+
+@settings(max_examples=80, deadline=None)
+@given(spec_pairs(max_live=6, max_ranks=1024, sizes=(2, 3, 4), min_live=4))
+def test_every_plan_is_a_path_of_the_graph_within_the_cap(pair):
+    """plan_redistribute's plan on 4 to 6 mesh dims of size > 1, shard orders drawn too (then there is no
+    greedy plan: the search starts from the simple one): each step a move of the graph, ending at the
+    target, within the greedy cap where there is one."""
+    src, dst = pair
+    plan = dt.plan_redistribute(src, dst)
+    check_plan(src, dst, plan)
+    start, goal = plan_search.search_state(src), plan_search.search_state(dst)
+    bound = greedy_collectives(src, dst) if greedy_applies(src, dst) else None
+    result = plan_search.search_path(start, goal, src.mesh.shape, src.ndim, planner._nbytes(src), plan_search.CostModel(),
+                                     bound, plan_search.greedy_path(start, goal, src.mesh.shape, plan_greedy(src, dst))
+                                     if bound is not None else None)
+    assert is_graph_path(result.path, start, goal, src.mesh.shape, src.ndim)
+    assert same_cost(result.cost, plan_cost(plan, src))
+    event(f"{plan.method}, greedy plan: {bound is not None}")
+
+
+def test_a_pair_with_no_greedy_plan_and_no_path_within_the_budget_still_plans():
+    """Shard orders other than the default: no greedy plan, no cap; the probes find no path within the budget,
+    so the simple plan (pop, reduce, push) is the answer rather than an error (the search used to raise)."""
+    mesh = DeviceMesh((2, 2, 3, 3, 2, 2))
+    meta = TensorMeta((39, 60, 20, 59), "float32")
+    src = DTensorSpec(mesh, (Shard(0), Shard(3), Shard(3), R, Shard(3), Shard(0)), meta, ((0, (0, 5)), (3, (4, 1, 2))))
+    dst = DTensorSpec(mesh, (Shard(3), Shard(2), R, Partial("min"), R, Shard(0)), meta, ((0, (5,)), (2, (1,)), (3, (0,))))
+    plan = dt.plan_redistribute(src, dst)
+    check_plan(src, dst, plan)
+    assert plan.method == "approximate" and dt.explain(plan, src).endswith(" [approximate search]")
 
 
 def test_merging_all_gathers_reaches_the_exhaustive_cost_where_the_probes_do_not():
