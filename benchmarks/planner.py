@@ -202,7 +202,7 @@ def run_full(mesh_shape: tuple[int, ...], args: argparse.Namespace) -> str:
     for src, dst in pairs(mesh_shape, args.pairs, args.seed):
         start, goal = plan_search.search_state(src), plan_search.search_state(dst)
         steps = planner.plan_greedy(src, dst)
-        bound = planner.greedy_collectives(src, dst)
+        bound = planner.count_collectives_greedy(steps, mesh_shape)
         best = float("inf")
         for _ in range(args.reps):
             greedy = plan_search.greedy_path(start, goal, mesh_shape, steps)

@@ -405,6 +405,7 @@ class _Problem:
         self._stack_info: list[dict[tuple, tuple]] = [{} for _ in range(ndim)]
         self._h: dict[_IState, tuple[float, int]] = {}
         self._tight: dict[_IState, float] = {}
+        self._pending: dict[int, dict[Partial, int]] = {}
         self.live_mask = sum(1 << m for m in self.live)
         self._reduce: dict[int, tuple[int, int]] = {}
         self._product: dict[int, int] = {0: 1}
@@ -522,6 +523,18 @@ class _Problem:
         got = self._h[state] = (h, n_coll)
         return got
 
+    def pending_ops(self, pmask: int) -> dict[Partial, int]:
+        """Of a state's Partial mesh dims: for every reduce op still to reduce (the target does not
+        keep it), the mask of its mesh dims."""
+        got = self._pending.get(pmask)
+        if got is None:
+            got = {}
+            for m in self.live:
+                if (pmask & ~self.goal_pmask) >> m & 1:
+                    got[self.op[m]] = got.get(self.op[m], 0) | 1 << m
+            self._pending[pmask] = got
+        return got
+
     def tight(self, state: _IState, shards: int) -> float:
         """A lower bound on the cost to the goal for a path with no collective to spare: one that uses
         only the fewest collectives the state needs (:meth:`heuristic`'s count), one per reduce op
@@ -561,14 +574,8 @@ class _Problem:
                 dirty.append((d, s[lo:], bits, product(bits)))
         chains = [self.goal_stacks[e][settled_len[e]:] for e in range(ndim)]
         before_all = local / product(free)  # every free mesh dim pushed first
-        pending = pmask & ~self.goal_pmask
-        if pending:  # one collective per reduce op, a reduce_scatter at the least
-            by_op: dict = {}
-            for m in self.live:
-                if pending >> m & 1:
-                    by_op[self.op[m]] = by_op.get(self.op[m], 0) | 1 << m
-            for bits in by_op.values():
-                total += latency + (1 - 1 / product(bits)) * local / product(free & ~bits) * inv_bw
+        for bits in self.pending_ops(pmask).values():  # one collective per reduce op, a reduce_scatter at the least
+            total += latency + (1 - 1 / product(bits)) * local / product(free & ~bits) * inv_bw
         if not dirty:
             self._tight[state] = total
             return total
@@ -772,6 +779,15 @@ class _Problem:
             nodes.append((g + h, -1, g, (stacks, pmask), 0, shards, links))
         return nodes
 
+    @staticmethod
+    def top_of(stacks: tuple[tuple[int, ...], ...], dims: tuple[int, ...]) -> int:
+        """The tensor dim whose innermost splits are ``dims`` (in that order), or -1."""
+        n = len(dims)
+        for d, s in enumerate(stacks):
+            if len(s) >= n and s[len(s) - n:] == dims:
+                return d
+        return -1
+
     def apply(self, state: _IState, move: _IMove) -> Optional[_IState]:
         """The state after an internal move, or None where it is not a move of the graph
         (:func:`moves`): an all_gather of mesh dims that are not the top of one stack in that
@@ -791,14 +807,10 @@ class _Problem:
         if kind == "all_gather" or kind == "all_to_all":
             if kind == "all_to_all" and n != 1:
                 return None
-            for d, s in enumerate(stacks):
-                if len(s) >= n and s[len(s) - n:] == dims:
-                    if d == e:
-                        return None
-                    stacks = stacks[:d] + (s[:len(s) - n],) + stacks[d + 1:]
-                    break
-            else:
+            d = self.top_of(stacks, dims)
+            if d < 0 or d == e:
                 return None
+            stacks = stacks[:d] + (stacks[d][:len(stacks[d]) - n],) + stacks[d + 1:]
         elif kind == "reduce_scatter" or kind == "all_reduce":
             pending = pmask & ~self.goal_pmask
             if pending & bits != bits or len({self.op[m] for m in dims}) != 1:
@@ -828,11 +840,8 @@ class _Problem:
         for d, s in enumerate(stacks):
             if len(s) > settled_len[d]:
                 path.append(("all_gather", s[settled_len[d]:], -1))
-        pending: dict[Partial, tuple[int, ...]] = {}
-        for m in self.live:
-            if (pmask & ~self.goal_pmask) >> m & 1:
-                pending[self.op[m]] = pending.get(self.op[m], ()) + (m,)
-        path.extend(("all_reduce", dims, -1) for dims in pending.values())
+        for bits in self.pending_ops(pmask).values():
+            path.append(("all_reduce", tuple(m for m in self.live if bits >> m & 1), -1))
         for e, goal in enumerate(self.goal_stacks):
             path.extend(("chunk", (m,), e) for m in goal[settled_len[e]:])
         path.extend(("partition", (m,), -1) for m in self.live if (self.goal_pmask & ~pmask) >> m & 1)
@@ -859,6 +868,11 @@ class _Problem:
             states.append(state)
             counts.append(shards)
         return costs, states, counts
+
+    @staticmethod
+    def internal(path: Sequence[Move]) -> tuple[_IMove, ...]:
+        """A path of :data:`Move` as internal moves: the inverse of :meth:`external`."""
+        return tuple((kind, dims, b.dim if isinstance(b, Shard) else -1) for kind, dims, _a, b, _ in path)
 
     def external(self, imoves: Sequence[_IMove]) -> tuple[Move, ...]:
         """Internal moves as a path of :data:`Move` (the states the exhaustive search names)."""
@@ -1179,14 +1193,14 @@ def merge_gathers(pb: _Problem, imoves: Sequence[_IMove]) -> tuple[tuple[_IMove,
         for i, (kind, dims, _) in enumerate(best):
             if kind != "all_gather":
                 continue
-            home = next(d for d, s in enumerate(states[i][0]) if s[len(s) - len(dims):] == dims)
+            home = pb.top_of(states[i][0], dims)
             for j in range(i + 1, len(best)):
                 later, later_dims, _ = best[j]
                 if set(later_dims) & set(dims):
                     break
                 if later != "all_gather":
                     continue
-                f = next(d for d, s in enumerate(states[j][0]) if s[len(s) - len(later_dims):] == later_dims)
+                f = pb.top_of(states[j][0], later_dims)
                 untouched = not any(set(dims) & set(move[1]) for move in best[i + 1:j])
                 windows = []  # moves i..j rewritten
                 both = ("all_gather", later_dims + dims, -1)
@@ -1266,8 +1280,7 @@ def search_path(
     if exact.complete:
         return SearchResult(best_path, best_cost, "exact", work)
     # not proved optimal: improved locally where two all_gathers merge into one
-    imoves = tuple((kind, dims, b.dim if isinstance(b, Shard) else -1) for kind, dims, _a, b, _ in best_path)
-    merged, cost = merge_gathers(pb, imoves)
+    merged, cost = merge_gathers(pb, pb.internal(best_path))
     if cost < best_cost:
         return SearchResult(pb.external(merged), cost, "approximate", work)
     return SearchResult(best_path, best_cost, method, work)

@@ -272,7 +272,7 @@ def test_merging_all_gathers_keeps_a_path_no_costlier_and_within_the_cap(pair):
     pb = plan_search._Problem(start, goal, mesh_shape, src.ndim, nbytes, plan_search.CostModel(),
                               greedy_collectives(src, dst))
     greedy = plan_search.greedy_path(start, goal, mesh_shape, plan_greedy(src, dst))
-    moves = tuple((kind, dims, b.dim if isinstance(b, Shard) else -1) for kind, dims, _a, b, _ in greedy)
+    moves = pb.internal(greedy)
     merged, cost = plan_search.merge_gathers(pb, moves)
     walked = pb.walk(merged)
     assert walked is not None and walked[1][-1] == pb.goal and same_cost(sum(walked[0]), cost)
