@@ -98,3 +98,23 @@ class Interned(type):
             if simple is not None:
                 cls._simple.put(simple, value)
         return value
+
+    def from_normal(cls, **fields: Any) -> Any:
+        """The value of ``fields`` that are already normal (as the class's validation leaves them,
+        given in its ``_key()`` order), made without validating them again: one dict lookup when
+        the value exists.  Only for callers that derive the fields from valid values (the
+        redistribute planner's intermediate specs); anything else goes through the constructor.
+        """
+        key = tuple(fields.values())
+        value = cls._interned.get(key)
+        if value is not None:
+            return value
+        made = object.__new__(cls)
+        for name, field in fields.items():
+            object.__setattr__(made, name, field)
+        assert made._key() == key, f"{cls.__name__}.from_normal: fields not in _key() order"
+        with cls._lock:
+            value = cls._interned.get(key)
+            if value is None:
+                cls._interned[key] = value = made
+        return value

@@ -22,32 +22,40 @@ replayed as moves):
   dims at once, or of those the target replicates).
 * ``FULL``: every move of the graph.  Finishing it proves the path optimal.
 
-Up to :data:`EXACT_DIMS` mesh dims of size > 1, ``FULL`` runs alone and to its
-end (an incumbent would prune nothing it expands: the work of A* is the states
-below the optimum).  From 4 on, the ``FULL`` search often does not finish
-within the budget (median 95 to 210 work units, below, on meshes of 4 dims, 360 on
-8x8x4x2x2, 1,180 on 2x2x2x2x2, 7,500 on 2x2x2x2x2x2, up to 70,000), so ``PROBES`` first looks for a cheap
-path: ``LANDING`` searches from the start (at most :data:`PROBE_ROOT` moves)
-and from every state within :data:`PROBE_DEPTH` moves of it, any ``FULL``
-move (at most :data:`PROBE_MOVES` moves each), those states taken best first
+Up to :data:`EXACT_DIMS` mesh dims of size > 1, ``FULL`` runs alone (an
+incumbent would prune nothing it expands: the work of A* is the states below
+the optimum), within :data:`EXACT_BUDGET`: it finishes on all but 1 of 2,584
+random pairs of up to 3 such mesh dims (that one has no greedy plan, so no cap
+on its collectives, and needs 588 units).  From 4 on, the ``FULL`` search often
+does not finish within the budget (median 95 to 210 work units, below, on
+meshes of 4 dims, 360 on 8x8x4x2x2, 1,180 on 2x2x2x2x2, 7,500 on
+2x2x2x2x2x2, up to 70,000), so ``PROBES`` first looks for a cheap path:
+``LANDING`` searches from the start (at most :data:`PROBE_ROOT` moves), from
+every state within :func:`_probe_depth` moves of it (any ``FULL`` move; at
+most :data:`PROBE_MOVES` moves each; 2 moves up to 4 mesh dims, 1 on 5, none
+from 6 on) and, from :data:`SHRUNK_FROM` mesh dims on, from
+:meth:`_Problem.shrunk_starts` (at most :data:`SHRUNK_MOVES` each): every
+pending reduce op reduce_scattered, or every Replicate mesh dim chunked, or
+both, onto one tensor dim, each tensor dim in turn.  All are taken best first
 by the lower bound and dropped once it reaches the best cost so far, the
 searches sharing one table of expanded states (none expands a state that an
-earlier one expanded from no more cost and collectives).  The
-cheapest plans that ``LANDING`` misses mostly start with one or two moves it
-leaves out (a chunk or reduce_scatter onto a tensor dim the target does not
+earlier one expanded from no more cost and collectives).  The cheapest plans
+that ``LANDING`` misses start with moves it leaves out: on 4 mesh dims mostly
+one or two (a chunk or reduce_scatter onto a tensor dim the target does not
 split there, shrinking the array for the collectives after it; an
-all_to_all out of the way of a swap), and a ``LANDING`` search is short (10 to
-60 moves).  ``FULL`` then gets what is left of the budget.
+all_to_all out of the way of a swap); on 5 and 6 the cheapest plans mostly
+shrink the array as far as they can first, park what they shrank on a tensor
+dim that is gathered anyway and gather it with that (the shrunk starts: on 6
+mesh dims the probes match the exhaustive search's cost on 33 of 90 benchmark
+pairs with them, on 30 with depth-2 branching instead).  A ``LANDING`` search is short (10 to 60
+moves).  ``FULL`` then gets what is left of the budget.
 
-Two other families are kept for experiments (:data:`STAGES`):
 ``PARKING`` (``LANDING`` plus reduce_scatter onto any tensor dim, in mesh dim
-order or its reverse) and ``PRECHUNKED`` (``LANDING`` from the start with
-every Replicate mesh dim that cannot land yet chunked first onto an empty
-spare tensor dim or onto the last tensor dim with a split to undo).  Before
-``PROBES`` they ran in turn before ``FULL`` (``LANDING``, ``PRECHUNKED``,
-``PARKING``: 120, 40 and 100 moves); ``PROBES`` in their place matches the
-exhaustive search's cost on more pairs for the same budget
-(benchmarks/README.md).
+order or its reverse) is kept for experiments (:data:`STAGES`).  Before
+``PROBES``, it and ``PRECHUNKED`` (``LANDING`` after every Replicate mesh dim
+is chunked onto one tensor dim, now one of the shrunk starts) ran in turn
+before ``FULL``; ``PROBES`` in their place matches the exhaustive search's
+cost on more pairs for the same budget (benchmarks/README.md).
 
 Every family leaves out two kinds of move that no cheapest path needs: undoing
 a split the target keeps under the same outer splits (a settled prefix of a
@@ -95,28 +103,38 @@ mesh dims of size > 1, and in the tests (tests/test_planner_search.py).
 Budget.  The searches count their work: the moves they look at (the probes'
 own first moves too), and in ``FULL`` also :data:`EXPAND_WORK` per expansion
 and :data:`TIGHT_WORK` per sharper bound worked out (they take about that many
-moves' time).  :data:`STAGES` stop at their numbers, ``FULL`` at what is left
-of :data:`BUDGET`; with at most :data:`EXACT_DIMS` mesh dims of size > 1 there
-is no limit (the whole graph is small: at most ~600 units, about 1 ms, measured
-on 4,000 random pairs).  The count is deterministic, so every rank plans the
-same steps.  A move is O(ndim + mesh dims) Python work (~2.1 to 2.9 us on a
-2-core VM), so a search is O(BUDGET (ndim + mesh dims)): measured 0.1 to 0.2
-ms median on 2 and 3 mesh dims, 0.7 to 0.9 ms median and at most 1 ms on 4 to
-6 (benchmarks/README.md).  Worst case without the budget: the number of
+moves' time).  The probes stop at :data:`BUDGET` on 4 mesh dims of size > 1
+and at :data:`WIDE_BUDGET` from :data:`WIDE_DIMS` on (there a move costs more
+time: more of the states it reaches are new, each with its bound to work out),
+``FULL`` at what is left; up to :data:`EXACT_DIMS` ``FULL`` alone stops at
+:data:`EXACT_BUDGET`.  The count is deterministic, so every rank plans the
+same steps.  A move is O(ndim + mesh dims) Python work (~2 to 4 us on a
+2-core VM), so a search is O(BUDGET (ndim + mesh dims)), and the local
+rewrites after it (below) at most :data:`REWRITE_MOVES` walked moves, O(path
+length x mesh dims) each: measured 0.1 to 0.2 ms median on 2 and 3 mesh dims,
+0.6 to 0.7 ms median and at most 0.95 ms on 4 to 6, the plan's specs built
+too (benchmarks/README.md).  Worst case without the budget: the number of
 states, exponential in the mesh dims, as the exhaustive search.
 
 Guarantees.  Never more collectives than greedy (the cap) and never more cost
 than the greedy plan (it is the first incumbent: with default shard orders
 its steps always form a path of the graph, tested); the cost of
 :func:`exhaustive_path` whenever ``FULL`` finishes (``method == "exact"``;
-always up to :data:`EXACT_DIMS` mesh dims of size > 1).  Otherwise the path is
-the cheapest that :data:`STAGES` found (the probes, unless changed:
-``"approximate"``) or the greedy plan (``"greedy"``), improved locally by
-:func:`merge_gathers` (two all_gathers made one, or a mesh dim moved by an
-all_to_all onto a tensor dim gathered later, to leave with it: ``"approximate"``
-if that lowered the cost; 10 to 50 us); ``dtensor_np.explain`` says so.  The
-probes and the rewrites change no guarantee: they only lower the cost, within
-the cap.
+up to :data:`EXACT_DIMS` mesh dims of size > 1 on all but the rare pairs
+above).  Otherwise the path is the cheapest that :data:`STAGES` found (the
+probes, unless changed: ``"approximate"``) or the greedy plan (``"greedy"``;
+with no greedy plan, :meth:`_Problem.fallback`), improved by
+:func:`improve_locally`: :func:`merge_gathers` (two all_gathers made one, or
+a mesh dim moved by an all_to_all onto a tensor dim gathered later, to leave
+with it), :func:`park_early` (a mesh dim Replicate for a while chunked onto a
+tensor dim that is gathered later, an all_reduce made a reduce_scatter onto
+one, an all_gather of one mesh dim an all_to_all onto one: what is parked
+leaves with that all_gather, or in one more where a collective is spare) and
+:func:`fold_moves` (an all_gather and a later chunk of one mesh dim made an
+all_to_all; a later reduction of the same reduce op folded into an earlier
+reduce_scatter): ``"approximate"`` if that lowered the cost;
+``dtensor_np.explain`` says so.  The probes and the rewrites change no
+guarantee: they only lower the cost, within the cap.
 
 Example:
     >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
@@ -365,7 +383,7 @@ _IState = tuple[tuple[tuple[int, ...], ...], int]
 _IMove = tuple[str, tuple[int, ...], int]
 
 # The move families of the search (see the module docstring).
-FULL, LANDING, PARKING, PRECHUNKED, PROBES = 0, 1, 2, 3, 4
+FULL, LANDING, PARKING, PROBES = 0, 1, 2, 3
 
 
 class _Problem:
@@ -409,6 +427,8 @@ class _Problem:
         self.live_mask = sum(1 << m for m in self.live)
         self._reduce: dict[int, tuple[int, int]] = {}
         self._product: dict[int, int] = {0: 1}
+        self._walks: dict[tuple, Optional[tuple]] = {}  # whole paths from the start, walked (the rewrites walk one often)
+        self.walked = 0  # moves walked by walk(), the measure of the rewrites' work
         # The lower bound holds for CostModel's linear costs; another model searches without it.
         linear = type(model).collective is CostModel.collective and type(model).local is CostModel.local
         self.linear = linear
@@ -759,24 +779,36 @@ class _Problem:
             for e in targets:
                 yield "reduce_scatter", perm, e, k, (stacks[:e] + (stacks[e] + perm,) + stacks[e + 1:], rest)
 
-    def prechunked(self) -> list:
-        """Starts with every Replicate mesh dim not due in a target slot chunked onto one tensor dim:
-        an empty spare one, or the last one with an unsettled top (gathered with it later)."""
-        stacks0, pmask = self.start
-        settled_len, smask, *_ = self.info(stacks0)
-        due = set(self.ready(stacks0, settled_len).values())
-        free = [m for m in self.live if not (smask | pmask) >> m & 1 and m not in due]
-        places = [e for e in self.spare if not stacks0[e]][:1] + [e for e in range(self.ndim) if len(stacks0[e]) > settled_len[e]][-1:]
+    def shrunk_starts(self) -> list:
+        """Probe starts that shrink the array before anything else: onto each tensor dim in turn,
+        every pending reduce op reduce_scattered (its mesh dims in one collective), or every
+        Replicate mesh dim chunked, or both; as :func:`_astar` nodes, within the cap.
+
+        The cheapest plans on meshes of 5 and 6 dims mostly do this: every later collective moves
+        that many times fewer bytes, and what was parked leaves in an all_gather that the plan
+        has anyway, or in one more at the end.
+        """
+        stacks0, pmask0 = self.start
+        smask = self.info(stacks0)[1]
+        free = [("chunk", (m,), 1 << m) for m in self.live if not (smask | pmask0) >> m & 1]
+        reductions = [("reduce_scatter", tuple(m for m in self.live if bits >> m & 1), bits)
+                      for bits in self.pending_ops(pmask0).values()]
+        kinds = [part for part in (reductions, free, reductions + free if reductions and free else []) if part]
         nodes = []
-        for e in places if free else ():
-            stacks, shards, g, links = stacks0, self.start_shards, 0.0, None
-            for m in free:
-                g += self.step_cost("chunk", self.mesh_shape[m], self.nbytes / shards)
-                shards *= self.mesh_shape[m]
-                stacks = stacks[:e] + (stacks[e] + (m,),) + stacks[e + 1:]
-                links = (links, ("chunk", (m,), e))
-            h, _ = self.heuristic((stacks, pmask), shards)
-            nodes.append((g + h, -1, g, (stacks, pmask), 0, shards, links))
+        for e in range(self.ndim):
+            for part in kinds:
+                stacks, pmask, shards, g, links = stacks0, pmask0, self.start_shards, 0.0, None
+                for kind, dims, bits in part:
+                    k = self.product(bits)
+                    g += self.step_cost(kind, k, self.nbytes / shards)
+                    shards *= k
+                    stacks = stacks[:e] + (stacks[e] + dims,) + stacks[e + 1:]
+                    pmask &= ~bits
+                    links = (links, (kind, dims, e))
+                used = sum(kind == "reduce_scatter" for kind, _, _ in part)
+                h, n_coll = self.heuristic((stacks, pmask), shards)
+                if self.bound is None or used + n_coll <= self.bound:
+                    nodes.append((g + h, -1, g, (stacks, pmask), used, shards, links))
         return nodes
 
     @staticmethod
@@ -817,7 +849,7 @@ class _Problem:
                 return None
             pmask &= ~bits
         elif kind == "chunk" or kind == "partition":
-            if n != 1 or self.info(stacks)[1] & bits or pmask & bits:
+            if n != 1 or pmask & bits or any(dims[0] in s for s in stacks):
                 return None
             if kind == "partition":
                 if not self.goal_pmask & bits:
@@ -853,8 +885,12 @@ class _Problem:
         cost, and the states and numbers of shards before each move and after the last; None if
         a move does not apply."""
         if state is None:
-            state, shards = self.start, self.start_shards
+            key = tuple(imoves)
+            if key not in self._walks:
+                self._walks[key] = self.walk(key, self.start, self.start_shards)
+            return self._walks[key]
         assert shards is not None
+        self.walked += len(imoves)
         costs: list[float] = []
         states, counts = [state], [shards]
         for move in imoves:
@@ -1014,9 +1050,10 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
 
 
 def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
-    """``LANDING`` searches from the start and from every state within :data:`PROBE_DEPTH` moves of it
-    (any move of ``FULL``), best first by the lower bound; the first may look at :data:`PROBE_ROOT`
-    moves, each other at :data:`PROBE_MOVES`.  The searches share one table of the states they
+    """``LANDING`` searches from the start, from every state within :func:`_probe_depth` moves of it
+    (any move of ``FULL``) and from :meth:`_Problem.shrunk_starts` (from :data:`SHRUNK_FROM` mesh dims
+    of size > 1 on), best first by the lower bound; the first may look at :data:`PROBE_ROOT` moves,
+    a shrunk start's at :data:`SHRUNK_MOVES`, each other at :data:`PROBE_MOVES`.  The searches share one table of the states they
     expanded: a state an earlier one expanded from no more cost and collectives is not expanded again
     (a probe is a heuristic: this drops nothing the guarantees need).
 
@@ -1032,10 +1069,16 @@ def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
     f0, _ = heuristic(pb.start, pb.start_shards)
     # (f, depth, tie, node as _astar takes it)
     heap: list = [(f0, 0, next(tie), (f0, -1, 0.0, pb.start, 0, pb.start_shards, None))]
+    depth_limit = _probe_depth(len(pb.live))
+    work = 0
+    if len(pb.live) >= SHRUNK_FROM:  # each a probe start of its own, taken by its bound like the others
+        shrunk = pb.shrunk_starts()
+        heap.extend((node[0], -1, next(tie), node) for node in shrunk)  # depth -1: no branching
+        heapq.heapify(heap)
+        work += len(shrunk)  # a start costs about a move's time (its bound worked out)
     seen: set = set()
     shared: dict = {}
     best: Optional[tuple[_IMove, ...]] = None
-    work = 0
     while heap and work < budget:
         f, depth, _, node = heapq.heappop(heap)
         if f >= upper:
@@ -1046,12 +1089,13 @@ def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
         seen.add((state, used))
         known = shared.get(state)
         if known is None or known[0] > g or known[1] > used:  # else the search would stop at once
-            out = _astar(pb, LANDING, min(PROBE_MOVES if depth else PROBE_ROOT, budget - work), upper, node=node,
+            most = PROBE_ROOT if links is None else SHRUNK_MOVES if depth < 0 else PROBE_MOVES
+            out = _astar(pb, LANDING, min(most, budget - work), upper, node=node,
                          shared=shared)
             work += out.work
             if out.imoves is not None:
                 best, upper = out.imoves, out.cost
-        if depth == PROBE_DEPTH:
+        if depth < 0 or depth == depth_limit:
             continue
         local = nbytes / shards
         for kind, dims, e, k, nxt in pb.successors(state, FULL, used + hcache[state][1] == bound):
@@ -1128,7 +1172,7 @@ class SearchResult:
     ``method`` is ``"exact"`` (the full search finished: no cheaper path
     exists), ``"approximate"`` (it ran out of its budget; the path is the
     cheapest the restricted searches found, or the greedy plan (or, with no
-    greedy plan, :meth:`_Problem.fallback`) improved by :func:`merge_gathers`,
+    greedy plan, :meth:`_Problem.fallback`) improved by :func:`improve_locally`,
     see the module docstring) or ``"greedy"`` (likewise, and nothing beat the
     greedy plan).  ``work`` counts the moves the searches looked at, and in the
     full search its expansions and sharper bounds too (:data:`EXPAND_WORK`,
@@ -1141,28 +1185,54 @@ class SearchResult:
     work: int
 
 
-# The searches tried in turn when the full search has a budget (move family, most
-# moves it may look at, all of PROBES' searches together; PRECHUNKED runs LANDING
-# from each of its starts), then the full one with what is left of BUDGET; counted
-# in moves looked at, so every rank plans the same steps.  PROBE_*: see _probes.
-# Chosen on benchmarks/planner.py's pairs (seed 0) and checked on seed 1 and on
-# --mixed pairs (module docstring); 215, about the most that plans every pair of
-# benchmarks/planner.py within 1 ms on a 2-core VM, merge_gathers included (300
-# took up to 1.14 ms).
-STAGES = ((PROBES, 215),)
-BUDGET = 215
+# The searches tried in turn when the full search has a budget (move family, most moves it may
+# look at, None: all of the budget; all of PROBES' searches together), then the full one with what
+# is left; counted in moves looked at, so every rank plans the same steps.  PROBE_*, SHRUNK_*: see
+# _probes.  Chosen on benchmarks/planner.py's pairs (seeds 0 to 2, 450 pairs of meshes of 4 to 6
+# dims) and checked on seed 3 and on --mixed pairs (module docstring).
+STAGES: tuple[tuple[int, Optional[float]], ...] = ((PROBES, None),)
+# The budget on 4 mesh dims of size > 1: about the most that plans every pair of
+# benchmarks/planner.py and of --mixed within 1 ms on a 2-core VM, the rewrites and the plan's
+# specs included.
+BUDGET = 205
+# From WIDE_DIMS mesh dims of size > 1 on a probe's move costs more time (more of the states it
+# reaches are new, each with its bound worked out; more probes, each set up), and the plans are
+# longer to rewrite and to build: a smaller budget.  Each shrunk start counts as a move.
+WIDE_DIMS = 5
+WIDE_BUDGET = 170
 # The full search counts more than its moves: an expansion as 2 moves, the bound with no collective
 # to spare (_Problem.tight) as 3 (measured on this VM: 2.1 us a move, 4.2 an expansion, 5.6 the
 # bound), so that its budget stands for time as the probes' does.
 EXPAND_WORK = 2
 TIGHT_WORK = 3
 EXACT_DIMS = 3
+# Up to EXACT_DIMS mesh dims of size > 1 the full search runs alone with this budget: it finishes on
+# all but 1 of 2,584 random --mixed pairs of up to 3 such dims (378 units at most on the others;
+# the one, with no greedy plan to cap its collectives, needs 588, 1.1 ms).
+EXACT_BUDGET = 420
 PROBE_DEPTH = 2
 PROBE_MOVES = 60
 PROBE_ROOT = 150
+# From this many mesh dims of size > 1 on, the probes also start from _Problem.shrunk_starts (at
+# most SHRUNK_MOVES moves each), and branch one move less from the start per mesh dim (1 on 5, 0
+# from 6 on): on 6, 33 of 90 benchmark pairs as cheap as the exhaustive search's plan, against 30
+# with depth-2 branching instead; on 5, 125 of 180 either way, 1.037 against 1.041 times its
+# cost (geometric mean).
+SHRUNK_FROM = 5
+SHRUNK_MOVES = 100
+# The local rewrites after an unproved search stop once they have walked this many moves (about
+# one round of park_early and fold_moves after merge_gathers on a path of 10 moves: 329 of 450
+# benchmark pairs of 4 to 6 mesh dims as cheap as the exhaustive search's plan, against 311 with
+# merge_gathers alone; 48 moves match no more and take up to 0.1 ms longer).
+REWRITE_MOVES = 24
 
 
-def merge_gathers(pb: _Problem, imoves: Sequence[_IMove]) -> tuple[tuple[_IMove, ...], float]:
+def _probe_depth(live: int) -> int:
+    """How many ``FULL`` moves the probes branch from the start, for ``live`` mesh dims of size > 1."""
+    return max(0, PROBE_DEPTH - max(0, live + 1 - SHRUNK_FROM))
+
+
+def merge_gathers(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] = None) -> tuple[tuple[_IMove, ...], float]:
     """The path improved locally by merging all_gathers, and its cost: two rewrites, tried in
     order and taken while one lowers the cost (each keeps the count of collectives or lowers it,
     and the state after the later all_gather).
@@ -1183,7 +1253,7 @@ def merge_gathers(pb: _Problem, imoves: Sequence[_IMove]) -> tuple[tuple[_IMove,
         (('all_gather', (0, 1), -1),)
     """
     best = tuple(imoves)
-    walked = pb.walk(best)
+    walked = walked or pb.walk(best)
     if walked is None or walked[1][-1] != pb.goal:  # pragma: no cover - the callers' paths reach the goal
         return best, math.inf
     costs, states, counts = walked
@@ -1228,6 +1298,204 @@ def merge_gathers(pb: _Problem, imoves: Sequence[_IMove]) -> tuple[tuple[_IMove,
     return best, cost
 
 
+def park_early(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] = None) -> tuple[tuple[_IMove, ...], float]:
+    """The path with one thing parked early, if that lowers its cost (the one that lowers it most),
+    and its cost: a mesh dim that is Replicate for a while is chunked onto a tensor dim that
+    nothing touches until it is gathered, and leaves with that all_gather (one all_gather of
+    more mesh dims) or, with a collective to spare, in an all_gather of its own later.  Likewise
+    an all_reduce becomes a reduce_scatter onto such a tensor dim, and an all_gather of one mesh
+    dim an all_to_all onto one.  The collectives in between move that many times fewer bytes.
+
+    Each candidate is priced in O(1) from the path's step costs (bytes scale with the local
+    size); the chosen one is checked by :meth:`_Problem.walk`.  O(len(path) * mesh dims).
+
+    Example (the greedy plan of ``S(0)RP(sum) -> RS(1)R``: the sum is reduced onto tensor dim 0,
+    which is gathered anyway, so the chunk after it touches half the bytes):
+        >>> from dtensor_np import DeviceMesh, Shard, Replicate, Partial, DTensorSpec, TensorMeta
+        >>> src = DTensorSpec(DeviceMesh((2, 2, 2)), (Shard(0), Replicate(), Partial()), TensorMeta((8, 8), "f4"))
+        >>> dst = src.with_placements((Replicate(), Shard(1), Replicate()))
+        >>> pb = _Problem(search_state(src), search_state(dst), (2, 2, 2), 2, 256, CostModel(), 2)
+        >>> park_early(pb, (("all_reduce", (2,), -1), ("chunk", (1,), 1), ("all_gather", (0,), -1)))[0]
+        (('reduce_scatter', (2,), 0), ('chunk', (1,), 1), ('all_gather', (0, 2), -1))
+    """
+    best = tuple(imoves)
+    walked = walked or pb.walk(best)
+    if walked is None or not pb.linear:  # pragma: no cover - the callers' paths are walks; other models: no pricing
+        return best, math.inf
+    costs, states, counts = walked
+    n = len(best)
+    latency, inv_bw = pb.latency, pb.inv_bw
+    nbytes, size, ndim = pb.nbytes, pb.mesh_shape, pb.ndim
+    collective = [kind in COLLECTIVES for kind, _, _ in best]
+    spare = pb.bound is None or sum(collective) < pb.bound
+    prefix = [0.0]  # the bytes part of the steps' costs, summed
+    for t in range(n):
+        prefix.append(prefix[-1] + costs[t] - (latency if collective[t] else 0.0))
+    calm = [0] * ndim  # per tensor dim: the first position from which nothing has changed it
+    free: dict[int, int] = {}  # Replicate mesh dim -> the first position from which it is
+    taken = states[0][1] | pb.info(states[0][0])[1]
+    for m in pb.live:
+        if not taken >> m & 1:
+            free[m] = 0
+    # a collective at t that could instead park: (t, mesh dims, their mask, group size, bytes saved, its tensor dim)
+    parkable: list[tuple[int, tuple[int, ...], int, int, float, int]] = []
+    chunk_rate = 1.0 / pb.local_bytes_per_us
+    gain, choice = 1e-9 * max(1.0, sum(costs)), None
+    for j in range(n + 1):
+        kind, dims, _ = best[j] if j < n else ("", (), -1)
+        bits = 0
+        for m in dims:
+            bits |= 1 << m
+        local = nbytes / counts[j]
+        popped = pb.top_of(states[j][0], dims) if kind == "all_gather" else -1
+        longest = min(range(ndim), key=calm.__getitem__)  # the tensor dim left alone longest
+        for m, since in free.items():
+            k = size[m]
+            shrink = 1 - 1 / k
+            if popped >= 0:  # parked on the tensor dim move j gathers, and gathered with it
+                i = max(since, calm[popped])
+                g = shrink * (prefix[j] - prefix[i] - local * inv_bw) - nbytes / counts[i] / k * chunk_rate
+                if g > gain:
+                    gain, choice = g, ("chunk", i, j, (m,), popped, True)
+            if spare:  # parked on the tensor dim left alone longest, gathered alone before move j
+                i = max(since, calm[longest])
+                g = shrink * (prefix[j] - prefix[i] - local * inv_bw) - latency - nbytes / counts[i] / k * chunk_rate
+                if g > gain:
+                    gain, choice = g, ("chunk", i, j, (m,), longest, False)
+        for t, group, mask, k, saved, home in parkable:
+            shrink = 1 - 1 / k
+            g = saved + shrink * (prefix[j] - prefix[t + 1] - local * inv_bw)
+            if popped >= 0 and popped != home and calm[popped] <= t + 1 and not mask & bits and g > gain:
+                gain, choice = g, (best[t][0], t, j, group, popped, True)
+            if spare and g - latency > gain:
+                for f in range(ndim):
+                    if f != home and calm[f] <= t + 1:
+                        gain, choice = g - latency, (best[t][0], t, j, group, f, False)
+                        break
+        if j == n:
+            break
+        before, after = states[j][0], states[j + 1][0]
+        for f in range(ndim):
+            if before[f] is not after[f] and before[f] != after[f]:
+                calm[f] = j + 1
+        if bits:
+            for m in dims:
+                free.pop(m, None)
+            if parkable:
+                parkable = [p for p in parkable if not p[2] & bits]
+            taken = states[j + 1][1] | pb.info(after)[1]
+            for m in dims:
+                if not taken >> m & 1:
+                    free[m] = j + 1
+        if kind == "all_reduce":
+            k = pb.product(bits)
+            parkable.append((j, dims, bits, k, (1 - 1 / k) * local * inv_bw, -1))  # reduce_scatter: half the bytes
+        elif kind == "all_gather" and len(dims) == 1:
+            k = size[dims[0]]
+            parkable.append((j, dims, bits, k, (k - 2 + 1 / k) * local * inv_bw, popped))  # all_to_all: 1/k of them
+    pb.walked += n  # the scan above takes about a walk's time
+    if choice is None:
+        return best, sum(costs)
+    first, i, j, group, f, merged = choice
+    if first == "chunk":
+        head, body = best[:i] + (("chunk", group, f),), best[i:j]
+    else:
+        head = best[:i] + (("reduce_scatter" if first == "all_reduce" else "all_to_all", group, f),)
+        body = best[i + 1:j]
+    if merged:
+        new = head + body + (("all_gather", best[j][1] + group, -1),) + best[j + 1:]
+    else:
+        new = head + body + (("all_gather", group, -1),) + best[j:]
+    return _cheaper(pb, best, sum(costs), (new,))
+
+
+def fold_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] = None) -> tuple[tuple[_IMove, ...], float]:
+    """The path with two moves of one mesh dim folded into fewer bytes, if that lowers its cost
+    (the cheapest such path), and its cost:
+
+    * an all_gather of one mesh dim, later chunked onto a tensor dim that nothing touches in
+      between: an all_to_all onto it instead (the array stays split until then);
+    * a reduce_scatter onto a tensor dim, and a later reduction of the same reduce op with that
+      tensor dim untouched in between: both reduced by the first (the later mesh dims parked on
+      top), the later one an all_gather of them (for an all_reduce), nothing (for a
+      reduce_scatter onto the same tensor dim) or an all_to_all (onto another).
+
+    Example:
+        >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
+        >>> src = DTensorSpec(DeviceMesh((2, 2)), (Shard(0), Replicate()), TensorMeta((8, 8), "f4"))
+        >>> pb = _Problem(search_state(src), search_state(src.with_placements((Shard(1), Replicate()))),
+        ...               (2, 2), 2, 256, CostModel(), 2)
+        >>> fold_moves(pb, (("all_gather", (0,), -1), ("chunk", (0,), 1)))[0]
+        (('all_to_all', (0,), 1),)
+    """
+    best = tuple(imoves)
+    walked = walked or pb.walk(best)
+    if walked is None:  # pragma: no cover - the callers' paths are walks
+        return best, math.inf
+    costs, states, _ = walked
+    n = len(best)
+    candidates = []
+    for i, (kind, dims, e) in enumerate(best):
+        if kind == "all_gather" and len(dims) == 1:
+            home = pb.top_of(states[i][0], dims)
+            for j in range(i + 1, n):
+                later, later_dims, f = best[j]
+                if dims[0] in later_dims:
+                    if later == "chunk" and f != home and all(states[t][0][f] == states[i][0][f] for t in range(i, j + 1)):
+                        candidates.append(best[:i] + (("all_to_all", dims, f),) + best[i + 1:j] + best[j + 1:])
+                    break
+        elif kind == "reduce_scatter":
+            op = pb.op[dims[0]]
+            for j in range(i + 1, n):
+                later, later_dims, f = best[j]
+                if states[j][0][e] != states[i + 1][0][e]:
+                    break
+                if later in ("all_reduce", "reduce_scatter") and pb.op[later_dims[0]] == op:
+                    head = best[:i] + (("reduce_scatter", dims + later_dims, e),) + best[i + 1:j]
+                    if later == "all_reduce":
+                        candidates.append(head + (("all_gather", later_dims, -1),) + best[j + 1:])
+                    elif f == e:
+                        candidates.append(head + best[j + 1:])
+                    elif len(later_dims) == 1:
+                        candidates.append(head + (("all_to_all", later_dims, f),) + best[j + 1:])
+                    break
+    return _cheaper(pb, best, sum(costs), candidates)
+
+
+def _cheaper(pb: _Problem, path: tuple[_IMove, ...], cost: float,
+             candidates: Sequence[tuple[_IMove, ...]]) -> tuple[tuple[_IMove, ...], float]:
+    """The cheapest of ``candidates`` that walks to the goal within the cap, if cheaper than ``path``."""
+    for new in candidates:
+        walked = pb.walk(new)
+        if walked is None or walked[1][-1] != pb.goal:
+            continue
+        if pb.bound is not None and sum(kind in COLLECTIVES for kind, _, _ in new) > pb.bound:
+            continue
+        if sum(walked[0]) < cost * (1 - 1e-12):
+            path, cost = new, sum(walked[0])
+    return path, cost
+
+
+def improve_locally(pb: _Problem, imoves: Sequence[_IMove]) -> tuple[tuple[_IMove, ...], float]:
+    """The path improved by local rewrites, and its cost: :func:`merge_gathers` to the end, then
+    the cheaper of :func:`park_early` and :func:`fold_moves` and :func:`merge_gathers` again, while
+    that lowers the cost and the rewrites have walked fewer than :data:`REWRITE_MOVES` moves
+    (:meth:`_Problem.walk`: a count, so every rank rewrites alike).  Each rewrite keeps the path
+    a path of the graph to the goal within the cap.
+    """
+    limit = pb.walked + REWRITE_MOVES
+    best, cost = merge_gathers(pb, imoves)
+    while pb.walked < limit:
+        walked = pb.walk(best)
+        parked = park_early(pb, best, walked)
+        folded = fold_moves(pb, best, walked)
+        new, new_cost = min(parked, folded, key=lambda pair: pair[1])
+        if new_cost >= cost * (1 - 1e-12):
+            break
+        best, cost = merge_gathers(pb, new)
+    return best, cost
+
+
 def search_path(
     start: SearchState, goal: SearchState, mesh_shape: tuple[int, ...], ndim: int, nbytes: int,
     model: CostModel, bound: Optional[int], greedy: Optional[tuple[Move, ...]] = None,
@@ -1242,11 +1510,16 @@ def search_path(
     if start == goal:
         return SearchResult((), 0.0, "exact", 0)
     pb = _Problem(start, goal, mesh_shape, ndim, nbytes, model, bound)
+    live = len(pb.live)
+    # up to EXACT_DIMS mesh dims of size > 1 the full search runs alone (module docstring)
+    stages = STAGES if (budget is not None or live > EXACT_DIMS) else ()
     if budget is not None:
         total = budget
-    else:  # up to EXACT_DIMS mesh dims of size > 1 the search is exact, and fast (module docstring)
-        total = math.inf if len(pb.live) <= EXACT_DIMS else BUDGET
+    else:
+        total = EXACT_BUDGET if live <= EXACT_DIMS else BUDGET if live < WIDE_DIMS else WIDE_BUDGET
+    # the best path so far: as given (the greedy plan) or as internal moves (converted once, at the end)
     best_path: Optional[tuple[Move, ...]] = None
+    best_moves: Optional[tuple[_IMove, ...]] = None
     best_cost = math.inf
     method = "greedy"
     if greedy is not None:
@@ -1256,31 +1529,31 @@ def search_path(
         walked = pb.walk(simple)
         if walked is not None and walked[1][-1] == pb.goal and (
                 bound is None or sum(kind in COLLECTIVES for kind, _, _ in simple) <= bound):
-            best_path, best_cost, method = pb.external(simple), sum(walked[0]), "approximate"
+            best_moves, best_cost, method = simple, sum(walked[0]), "approximate"
     work = 0
     # with no limit the full search alone decides (an incumbent prunes nothing it would expand)
-    for family, most in STAGES if total < math.inf else ():
-        starts = pb.prechunked() if family == PRECHUNKED else [None]
-        for node in starts:
-            if family == PROBES:
-                out = _probes(pb, most, best_cost)
-            else:
-                out = _astar(pb, LANDING if family == PRECHUNKED else family, most, best_cost, node=node)
-            work += out.work
-            if out.imoves is not None:
-                best_path, best_cost, method = pb.external(out.imoves), out.cost, "approximate"
+    for family, most in stages if total < math.inf else ():
+        most = max(0, total - work) if most is None else most
+        out = _probes(pb, most, best_cost) if family == PROBES else _astar(pb, family, most, best_cost)
+        work += out.work
+        if out.imoves is not None:
+            best_moves, best_cost, method = out.imoves, out.cost, "approximate"
     # ties: among plans as cheap as the best so far, the full search's own pick (most often the
     # exhaustive search's too)
     exact = _astar(pb, FULL, max(0, total - work), best_cost, ties=True)
     work += exact.work
     if exact.imoves is not None:
         return SearchResult(pb.external(exact.imoves), exact.cost, "exact", work)
-    if best_path is None:  # a cap with no greedy plan to meet it, and the budget spent
+    if best_moves is None and best_path is None:  # a cap with no greedy plan to meet it, and the budget spent
         raise ValueError(f"no path from {start} to {goal} with at most {bound} collectives within the budget")
-    if exact.complete:
-        return SearchResult(best_path, best_cost, "exact", work)
-    # not proved optimal: improved locally where two all_gathers merge into one
-    merged, cost = merge_gathers(pb, pb.internal(best_path))
-    if cost < best_cost:
-        return SearchResult(pb.external(merged), cost, "approximate", work)
+    if not exact.complete:  # not proved optimal: improved by local rewrites
+        moves = best_moves if best_moves is not None else pb.internal(best_path)  # type: ignore[arg-type]
+        merged, cost = improve_locally(pb, moves)
+        if cost < best_cost:
+            best_moves, best_cost, method = merged, cost, "approximate"
+    else:
+        method = "exact"
+    if best_moves is not None:
+        best_path = pb.external(best_moves)
+    assert best_path is not None
     return SearchResult(best_path, best_cost, method, work)

@@ -402,20 +402,21 @@ def _spec_after(placements: tuple[Placement, ...], live_order: ShardOrder, src: 
     """The full spec of a search state (size-1 mesh dims put back into the shard order, outermost)."""
     mesh = src.mesh
     trivial = [m for m, size in enumerate(mesh.shape) if size == 1]
-    if not trivial:  # the order is the search's; the default one lists mesh dims ascending
-        if all(all(a < b for a, b in zip(ms, ms[1:])) for _, ms in live_order):
-            return DTensorSpec(mesh, placements, src.tensor_meta)
-        return DTensorSpec(mesh, placements, src.tensor_meta, live_order)
-    live = dict(live_order)
-    order: dict[int, tuple[int, ...]] = {}
-    for d in range(src.ndim):
-        ones = tuple(m for m in trivial if placements[m].is_shard(d))
-        order[d] = ones + live.get(d, ())
-    default = default_shard_order(placements)
-    nontrivial_default = tuple((d, tuple(m for m in ms if m not in trivial)) for d, ms in default)
-    if tuple((d, ms) for d, ms in nontrivial_default if ms) == tuple(live_order):
-        return DTensorSpec(mesh, placements, src.tensor_meta)
-    return DTensorSpec(mesh, placements, src.tensor_meta, _freeze(order))
+    if trivial:
+        default = default_shard_order(placements)
+        nontrivial_default = tuple((d, tuple(m for m in ms if m not in trivial)) for d, ms in default)
+        if tuple((d, ms) for d, ms in nontrivial_default if ms) == tuple(live_order):
+            live_order = default  # the default order, size-1 mesh dims in it too
+        else:  # size-1 mesh dims first in their tensor dim's order
+            live = dict(live_order)
+            order: dict[int, tuple[int, ...]] = {}
+            for d in range(src.ndim):
+                ones = tuple(m for m in trivial if placements[m].is_shard(d))
+                order[d] = ones + live.get(d, ())
+            live_order = _freeze(order)
+    # the placements come from a valid spec, move by move, and the order is the search's (sorted,
+    # no empty entries): the spec needs no validating again
+    return DTensorSpec.from_normal(mesh=mesh, placements=placements, tensor_meta=src.tensor_meta, shard_order=live_order)
 
 
 @dataclass(frozen=True, slots=True)

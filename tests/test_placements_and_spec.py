@@ -447,6 +447,21 @@ def test_bad_coordinates():
         compute_local_shape_and_global_offset((4,), MESH22, [Shard(0), Replicate()], (-1, 0))
 
 
+def test_from_normal_gives_the_validated_spec_without_validating():
+    meta = TensorMeta((4, 4), "f4")
+    mesh = DeviceMesh((2, 2, 2))
+    order = ((0, (2, 0)), (1, (1,)))
+    fields = dict(mesh=mesh, placements=(Shard(0), Shard(1), Shard(0)), tensor_meta=meta, shard_order=order)
+    made = DTensorSpec.from_normal(**fields)
+    assert made is DTensorSpec(mesh, [Shard(0), Shard(1), Shard(0)], meta, shard_order=order)
+    assert DTensorSpec.from_normal(**fields) is made  # one dict lookup the second time
+    fresh = dict(fields, tensor_meta=TensorMeta((6, 4), "f4"))  # not made before: built, then interned
+    assert DTensorSpec.from_normal(**fresh) is DTensorSpec(mesh, fresh["placements"], fresh["tensor_meta"], order)
+    with pytest.raises(AssertionError, match="_key"):  # fields out of _key() order
+        DTensorSpec.from_normal(placements=fields["placements"], mesh=mesh, tensor_meta=TensorMeta((8, 4), "f4"),
+                                shard_order=order)
+
+
 def test_shard_order_inconsistent_with_placements_is_rejected():
     placements = [Shard(0), Replicate()]
     with pytest.raises(ShardingError):
