@@ -112,7 +112,7 @@ same steps.  A move is O(ndim + mesh dims) Python work (~2 to 4 us on a
 2-core VM), so a search is O(BUDGET (ndim + mesh dims)), and the local
 rewrites after it (below) at most :data:`REWRITE_MOVES` walked moves, O(path
 length x mesh dims) each: measured 0.1 to 0.2 ms median on 2 and 3 mesh dims,
-0.6 to 0.7 ms median and at most 0.95 ms on 4 to 6, the plan's specs built
+0.66 to 0.75 ms median and at most 0.91 ms on 4 to 6, the plan's specs built
 too (benchmarks/README.md).  Worst case without the budget: the number of
 states, exponential in the mesh dims, as the exhaustive search.
 
