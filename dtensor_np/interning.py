@@ -112,7 +112,8 @@ class Interned(type):
         made = object.__new__(cls)
         for name, field in fields.items():
             object.__setattr__(made, name, field)
-        assert made._key() == key, f"{cls.__name__}.from_normal: fields not in _key() order"
+        if made._key() != key:
+            raise TypeError(f"{cls.__name__}.from_normal expected the fields of _key() in its order, got {list(fields)}")
         with cls._lock:
             value = cls._interned.get(key)
             if value is None:

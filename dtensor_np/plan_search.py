@@ -109,9 +109,9 @@ time: more of the states it reaches are new, each with its bound to work out),
 ``FULL`` at what is left; up to :data:`EXACT_DIMS` ``FULL`` alone stops at
 :data:`EXACT_BUDGET`.  The count is deterministic, so every rank plans the
 same steps.  A move is O(ndim + mesh dims) Python work (~2 to 4 us on a
-2-core VM), so a search is O(BUDGET (ndim + mesh dims)), and the local
-rewrites after it (below) at most :data:`REWRITE_MOVES` walked moves, O(path
-length x mesh dims) each: measured 0.1 to 0.2 ms median on 2 and 3 mesh dims,
+2-core VM), so a search is O(BUDGET (ndim + mesh dims)); the local rewrites
+after it (below) start no round past :data:`REWRITE_MOVES` walked moves (64
+at most on 3,000 plans of 4 to 6 mesh dims), O(mesh dims + ndim) each: measured 0.1 to 0.2 ms median on 2 and 3 mesh dims,
 0.66 to 0.75 ms median and at most 0.91 ms on 4 to 6, the plan's specs built
 too (benchmarks/README.md).  Worst case without the budget: the number of
 states, exponential in the mesh dims, as the exhaustive search.
@@ -152,7 +152,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, NamedTuple, Optional, Sequence
 
 from .placements import Partial, Placement, Replicate, Shard
 from .spec import DTensorSpec, ShardOrder
@@ -662,6 +662,19 @@ class _Problem:
                 ready[e] = self.goal_stacks[e][n]
         return ready
 
+    def push_targets(self, stacks: tuple[tuple[int, ...], ...]) -> Sequence[int]:
+        """The tensor dims a mesh dim may be pushed onto: all, but of those empty now and in the target
+        only the first (they are interchangeable)."""
+        if not self.spare:
+            return self.all_dims
+        targets = [e for e in self.all_dims if stacks[e] or e not in self.spare]
+        for e in self.spare:
+            if not stacks[e]:
+                targets.append(e)
+                break
+        targets.sort()
+        return targets
+
     def successors(self, state: _IState, family: int, tight: bool = False) -> Iterator[tuple[str, tuple[int, ...], int, int, _IState]]:
         """The moves out of ``state`` in a family: (kind, mesh dims, tensor dim landed on or -1, group size, next state)."""
         stacks, pmask = state
@@ -669,15 +682,7 @@ class _Problem:
         size = self.mesh_shape
         settled_len, smask, _, _, _ = self.info(stacks)
         goal_stacks = self.goal_stacks
-        # the tensor dims a mesh dim may be pushed onto (the first of the empty spare ones only)
-        targets = self.all_dims
-        if self.spare:
-            targets = [e for e in targets if stacks[e] or e not in self.spare]
-            for e in self.spare:
-                if not stacks[e]:
-                    targets.append(e)
-                    break
-            targets.sort()
+        targets = self.push_targets(stacks)
         ready = self.ready(stacks, settled_len)
         # where a mesh dim may go other than its target slot: anywhere (FULL), nowhere
         # (LANDING), or for a reduce_scatter only (PARKING, below)
@@ -780,9 +785,10 @@ class _Problem:
                 yield "reduce_scatter", perm, e, k, (stacks[:e] + (stacks[e] + perm,) + stacks[e + 1:], rest)
 
     def shrunk_starts(self) -> list:
-        """Probe starts that shrink the array before anything else: onto each tensor dim in turn,
-        every pending reduce op reduce_scattered (its mesh dims in one collective), or every
-        Replicate mesh dim chunked, or both; as :func:`_astar` nodes, within the cap.
+        """Probe starts that shrink the array before anything else: onto each tensor dim in turn
+        (:meth:`push_targets`), every pending reduce op reduce_scattered (its mesh dims in one
+        collective), or every Replicate mesh dim chunked, or both; as :func:`_astar` nodes,
+        within the cap.
 
         The cheapest plans on meshes of 5 and 6 dims mostly do this: every later collective moves
         that many times fewer bytes, and what was parked leaves in an all_gather that the plan
@@ -795,7 +801,7 @@ class _Problem:
                       for bits in self.pending_ops(pmask0).values()]
         kinds = [part for part in (reductions, free, reductions + free if reductions and free else []) if part]
         nodes = []
-        for e in range(self.ndim):
+        for e in self.push_targets(stacks0):
             for part in kinds:
                 stacks, pmask, shards, g, links = stacks0, pmask0, self.start_shards, 0.0, None
                 for kind, dims, bits in part:
@@ -883,7 +889,9 @@ class _Problem:
              shards: Optional[int] = None) -> Optional[tuple[list[float], list[_IState], list[int]]]:
         """Internal moves from ``state`` (of ``shards`` shards; the start by default): each move's
         cost, and the states and numbers of shards before each move and after the last; None if
-        a move does not apply."""
+        a move does not apply.  Walks of whole paths from the start are cached: the lists are
+        shared, read them only.  :attr:`walked` counts the moves walked (not those served from
+        the cache)."""
         if state is None:
             key = tuple(imoves)
             if key not in self._walks:
@@ -904,6 +912,11 @@ class _Problem:
             states.append(state)
             counts.append(shards)
         return costs, states, counts
+
+    def reaches_goal(self, imoves: Sequence[_IMove], walked: Optional[tuple]) -> bool:
+        """Whether ``walked`` (:meth:`walk` of ``imoves``) ends at the goal with no more collectives than the cap."""
+        return walked is not None and walked[1][-1] == self.goal and (
+            self.bound is None or _collectives(imoves) <= self.bound)
 
     @staticmethod
     def internal(path: Sequence[Move]) -> tuple[_IMove, ...]:
@@ -1211,13 +1224,14 @@ EXACT_DIMS = 3
 # the one, with no greedy plan to cap its collectives, needs 588, 1.1 ms).
 EXACT_BUDGET = 420
 PROBE_DEPTH = 2
+PROBE_DEPTH_DIMS = 4
 PROBE_MOVES = 60
 PROBE_ROOT = 150
 # From this many mesh dims of size > 1 on, the probes also start from _Problem.shrunk_starts (at
-# most SHRUNK_MOVES moves each), and branch one move less from the start per mesh dim (1 on 5, 0
-# from 6 on): on 6, 33 of 90 benchmark pairs as cheap as the exhaustive search's plan, against 30
-# with depth-2 branching instead; on 5, 125 of 180 either way, 1.037 against 1.041 times its
-# cost (geometric mean).
+# most SHRUNK_MOVES moves each), where they branch one move less from the start per mesh dim
+# (_probe_depth: 1 on 5, 0 from 6 on).  On 6, 33 of 90 benchmark pairs as cheap as the exhaustive
+# search's plan, against 30 with depth-2 branching and no shrunk starts; on 5, 125 of 180 either
+# way, 1.037 against 1.041 times its cost (geometric mean).
 SHRUNK_FROM = 5
 SHRUNK_MOVES = 100
 # The local rewrites after an unproved search stop once they have walked this many moves (about
@@ -1228,8 +1242,9 @@ REWRITE_MOVES = 24
 
 
 def _probe_depth(live: int) -> int:
-    """How many ``FULL`` moves the probes branch from the start, for ``live`` mesh dims of size > 1."""
-    return max(0, PROBE_DEPTH - max(0, live + 1 - SHRUNK_FROM))
+    """How many ``FULL`` moves the probes branch from the start, for ``live`` mesh dims of size > 1:
+    :data:`PROBE_DEPTH` up to :data:`PROBE_DEPTH_DIMS`, one less per mesh dim beyond."""
+    return max(0, min(PROBE_DEPTH, PROBE_DEPTH + PROBE_DEPTH_DIMS - live))
 
 
 def merge_gathers(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] = None) -> tuple[tuple[_IMove, ...], float]:
@@ -1298,6 +1313,35 @@ def merge_gathers(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple
     return best, cost
 
 
+class _Park(NamedTuple):
+    """One way to park something early (:func:`park_early`): ``first`` the move that parks (a chunk
+    inserted at ``at``, or the all_reduce / all_gather at ``at`` made a reduce_scatter / all_to_all),
+    ``group`` the mesh dims parked on tensor dim ``onto``, gathered with the all_gather at ``until``
+    (``merged``) or by one more all_gather inserted before move ``until``."""
+
+    first: str
+    at: int
+    until: int
+    group: tuple[int, ...]
+    onto: int
+    merged: bool
+
+
+class _Parkable(NamedTuple):
+    """A collective at ``at`` that could park its mesh dims instead (see :class:`_Park`)."""
+
+    at: int
+    group: tuple[int, ...]
+    mask: int
+    k: int  # the group's size
+    saved: float  # what the cheaper collective saves, in microseconds
+    home: int  # the tensor dim an all_gather pops (not a place to park), or -1
+
+
+def _collectives(imoves: Sequence[_IMove]) -> int:
+    return sum(kind in COLLECTIVES for kind, _, _ in imoves)
+
+
 def park_early(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] = None) -> tuple[tuple[_IMove, ...], float]:
     """The path with one thing parked early, if that lowers its cost (the one that lowers it most),
     and its cost: a mesh dim that is Replicate for a while is chunked onto a tensor dim that
@@ -1307,7 +1351,8 @@ def park_early(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] =
     dim an all_to_all onto one.  The collectives in between move that many times fewer bytes.
 
     Each candidate is priced in O(1) from the path's step costs (bytes scale with the local
-    size); the chosen one is checked by :meth:`_Problem.walk`.  O(len(path) * mesh dims).
+    size; :class:`CostModel` only: another model gets the path back); the chosen one is checked
+    by :meth:`_Problem.walk`.  O(len(path) * (mesh dims + tensor dims)).
 
     Example (the greedy plan of ``S(0)RP(sum) -> RS(1)R``: the sum is reduced onto tensor dim 0,
     which is gathered anyway, so the chunk after it touches half the bytes):
@@ -1320,8 +1365,27 @@ def park_early(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] =
     """
     best = tuple(imoves)
     walked = walked or pb.walk(best)
-    if walked is None or not pb.linear:  # pragma: no cover - the callers' paths are walks; other models: no pricing
+    if walked is None:  # pragma: no cover - the callers' paths are walks
         return best, math.inf
+    if not pb.linear or not pb.ndim:  # no pricing; a 0-d array has nowhere to park
+        return best, sum(walked[0])
+    choice = _best_park(pb, best, walked)
+    if choice is None:
+        return best, sum(walked[0])
+    if choice.first == "chunk":
+        head, body = best[:choice.at] + (("chunk", choice.group, choice.onto),), best[choice.at:choice.until]
+    else:
+        first = "reduce_scatter" if choice.first == "all_reduce" else "all_to_all"
+        head, body = best[:choice.at] + ((first, choice.group, choice.onto),), best[choice.at + 1:choice.until]
+    if choice.merged:
+        new = head + body + (("all_gather", best[choice.until][1] + choice.group, -1),) + best[choice.until + 1:]
+    else:
+        new = head + body + (("all_gather", choice.group, -1),) + best[choice.until:]
+    return _cheaper(pb, best, sum(walked[0]), (new,))
+
+
+def _best_park(pb: _Problem, best: tuple[_IMove, ...], walked: tuple) -> Optional[_Park]:
+    """:func:`park_early`'s scan: the candidate that saves the most, priced from the path's steps."""
     costs, states, counts = walked
     n = len(best)
     latency, inv_bw = pb.latency, pb.inv_bw
@@ -1337,8 +1401,7 @@ def park_early(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] =
     for m in pb.live:
         if not taken >> m & 1:
             free[m] = 0
-    # a collective at t that could instead park: (t, mesh dims, their mask, group size, bytes saved, its tensor dim)
-    parkable: list[tuple[int, tuple[int, ...], int, int, float, int]] = []
+    parkable: list[_Parkable] = []
     chunk_rate = 1.0 / pb.local_bytes_per_us
     gain, choice = 1e-9 * max(1.0, sum(costs)), None
     for j in range(n + 1):
@@ -1356,21 +1419,21 @@ def park_early(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] =
                 i = max(since, calm[popped])
                 g = shrink * (prefix[j] - prefix[i] - local * inv_bw) - nbytes / counts[i] / k * chunk_rate
                 if g > gain:
-                    gain, choice = g, ("chunk", i, j, (m,), popped, True)
+                    gain, choice = g, _Park("chunk", i, j, (m,), popped, True)
             if spare:  # parked on the tensor dim left alone longest, gathered alone before move j
                 i = max(since, calm[longest])
                 g = shrink * (prefix[j] - prefix[i] - local * inv_bw) - latency - nbytes / counts[i] / k * chunk_rate
                 if g > gain:
-                    gain, choice = g, ("chunk", i, j, (m,), longest, False)
-        for t, group, mask, k, saved, home in parkable:
-            shrink = 1 - 1 / k
-            g = saved + shrink * (prefix[j] - prefix[t + 1] - local * inv_bw)
-            if popped >= 0 and popped != home and calm[popped] <= t + 1 and not mask & bits and g > gain:
-                gain, choice = g, (best[t][0], t, j, group, popped, True)
+                    gain, choice = g, _Park("chunk", i, j, (m,), longest, False)
+        for p in parkable:
+            shrink = 1 - 1 / p.k
+            g = p.saved + shrink * (prefix[j] - prefix[p.at + 1] - local * inv_bw)
+            if popped >= 0 and popped != p.home and calm[popped] <= p.at + 1 and not p.mask & bits and g > gain:
+                gain, choice = g, _Park(best[p.at][0], p.at, j, p.group, popped, True)
             if spare and g - latency > gain:
                 for f in range(ndim):
-                    if f != home and calm[f] <= t + 1:
-                        gain, choice = g - latency, (best[t][0], t, j, group, f, False)
+                    if f != p.home and calm[f] <= p.at + 1:
+                        gain, choice = g - latency, _Park(best[p.at][0], p.at, j, p.group, f, False)
                         break
         if j == n:
             break
@@ -1382,31 +1445,19 @@ def park_early(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] =
             for m in dims:
                 free.pop(m, None)
             if parkable:
-                parkable = [p for p in parkable if not p[2] & bits]
+                parkable = [p for p in parkable if not p.mask & bits]
             taken = states[j + 1][1] | pb.info(after)[1]
             for m in dims:
                 if not taken >> m & 1:
                     free[m] = j + 1
-        if kind == "all_reduce":
+        if kind == "all_reduce":  # a reduce_scatter instead: half the bytes
             k = pb.product(bits)
-            parkable.append((j, dims, bits, k, (1 - 1 / k) * local * inv_bw, -1))  # reduce_scatter: half the bytes
-        elif kind == "all_gather" and len(dims) == 1:
+            parkable.append(_Parkable(j, dims, bits, k, (1 - 1 / k) * local * inv_bw, -1))
+        elif kind == "all_gather" and len(dims) == 1:  # an all_to_all instead: 1/k of them
             k = size[dims[0]]
-            parkable.append((j, dims, bits, k, (k - 2 + 1 / k) * local * inv_bw, popped))  # all_to_all: 1/k of them
-    pb.walked += n  # the scan above takes about a walk's time
-    if choice is None:
-        return best, sum(costs)
-    first, i, j, group, f, merged = choice
-    if first == "chunk":
-        head, body = best[:i] + (("chunk", group, f),), best[i:j]
-    else:
-        head = best[:i] + (("reduce_scatter" if first == "all_reduce" else "all_to_all", group, f),)
-        body = best[i + 1:j]
-    if merged:
-        new = head + body + (("all_gather", best[j][1] + group, -1),) + best[j + 1:]
-    else:
-        new = head + body + (("all_gather", group, -1),) + best[j:]
-    return _cheaper(pb, best, sum(costs), (new,))
+            parkable.append(_Parkable(j, dims, bits, k, (k - 2 + 1 / k) * local * inv_bw, popped))
+    pb.walked += n  # the scan takes about a walk's time
+    return choice
 
 
 def fold_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] = None) -> tuple[tuple[_IMove, ...], float]:
@@ -1467,21 +1518,19 @@ def _cheaper(pb: _Problem, path: tuple[_IMove, ...], cost: float,
     """The cheapest of ``candidates`` that walks to the goal within the cap, if cheaper than ``path``."""
     for new in candidates:
         walked = pb.walk(new)
-        if walked is None or walked[1][-1] != pb.goal:
-            continue
-        if pb.bound is not None and sum(kind in COLLECTIVES for kind, _, _ in new) > pb.bound:
-            continue
-        if sum(walked[0]) < cost * (1 - 1e-12):
-            path, cost = new, sum(walked[0])
+        if pb.reaches_goal(new, walked) and sum(walked[0]) < cost * (1 - 1e-12):  # type: ignore[index]
+            path, cost = new, sum(walked[0])  # type: ignore[index]
     return path, cost
 
 
 def improve_locally(pb: _Problem, imoves: Sequence[_IMove]) -> tuple[tuple[_IMove, ...], float]:
     """The path improved by local rewrites, and its cost: :func:`merge_gathers` to the end, then
-    the cheaper of :func:`park_early` and :func:`fold_moves` and :func:`merge_gathers` again, while
-    that lowers the cost and the rewrites have walked fewer than :data:`REWRITE_MOVES` moves
-    (:meth:`_Problem.walk`: a count, so every rank rewrites alike).  Each rewrite keeps the path
-    a path of the graph to the goal within the cap.
+    rounds of the cheaper of :func:`park_early` and :func:`fold_moves`, and :func:`merge_gathers`
+    again, while a round lowers the cost and fewer than :data:`REWRITE_MOVES` moves have been
+    walked (:meth:`_Problem.walk`, the scans counted as walks; a count, so every rank rewrites
+    alike).  A round is not cut short: the rewrites walk 6 moves median and 64 at most on 3,000
+    plans of 4 to 6 mesh dims.  Each rewrite keeps the path a path of the graph to the goal
+    within the cap.
     """
     limit = pb.walked + REWRITE_MOVES
     best, cost = merge_gathers(pb, imoves)
@@ -1504,8 +1553,10 @@ def search_path(
     """The cheapest path with at most ``bound`` collectives, or the best fallback within the budget.
 
     ``greedy`` is the greedy plan as a path (:func:`greedy_path`), an upper
-    bound the result never exceeds.  ``budget`` overrides :data:`BUDGET`
-    (``math.inf``: the search is always exact).
+    bound the result never exceeds.  ``budget`` overrides the budget that the
+    number of mesh dims of size > 1 gives (:data:`EXACT_BUDGET`, :data:`BUDGET`,
+    :data:`WIDE_BUDGET`); given one, the probes run first on any mesh
+    (``math.inf``: the full search alone, always exact).
     """
     if start == goal:
         return SearchResult((), 0.0, "exact", 0)
@@ -1517,19 +1568,17 @@ def search_path(
         total = budget
     else:
         total = EXACT_BUDGET if live <= EXACT_DIMS else BUDGET if live < WIDE_DIMS else WIDE_BUDGET
-    # the best path so far: as given (the greedy plan) or as internal moves (converted once, at the end)
-    best_path: Optional[tuple[Move, ...]] = None
+    # the best path so far, as internal moves (converted once, at the end)
     best_moves: Optional[tuple[_IMove, ...]] = None
     best_cost = math.inf
     method = "greedy"
     if greedy is not None:
-        best_path, best_cost = greedy, path_cost(greedy, start, nbytes, mesh_shape, model)
+        best_moves, best_cost = pb.internal(greedy), path_cost(greedy, start, nbytes, mesh_shape, model)
     else:  # no greedy plan (shard orders other than the default): a simple one, if within the cap
         simple = pb.fallback()
         walked = pb.walk(simple)
-        if walked is not None and walked[1][-1] == pb.goal and (
-                bound is None or sum(kind in COLLECTIVES for kind, _, _ in simple) <= bound):
-            best_moves, best_cost, method = simple, sum(walked[0]), "approximate"
+        if pb.reaches_goal(simple, walked):
+            best_moves, best_cost, method = simple, sum(walked[0]), "approximate"  # type: ignore[index]
     work = 0
     # with no limit the full search alone decides (an incumbent prunes nothing it would expand)
     for family, most in stages if total < math.inf else ():
@@ -1544,16 +1593,13 @@ def search_path(
     work += exact.work
     if exact.imoves is not None:
         return SearchResult(pb.external(exact.imoves), exact.cost, "exact", work)
-    if best_moves is None and best_path is None:  # a cap with no greedy plan to meet it, and the budget spent
+    if best_moves is None:  # a cap with no greedy plan to meet it, and the budget spent
         raise ValueError(f"no path from {start} to {goal} with at most {bound} collectives within the budget")
-    if not exact.complete:  # not proved optimal: improved by local rewrites
-        moves = best_moves if best_moves is not None else pb.internal(best_path)  # type: ignore[arg-type]
-        merged, cost = improve_locally(pb, moves)
-        if cost < best_cost:
-            best_moves, best_cost, method = merged, cost, "approximate"
-    else:
+    if exact.complete:
         method = "exact"
-    if best_moves is not None:
-        best_path = pb.external(best_moves)
-    assert best_path is not None
+    else:  # not proved optimal: improved by local rewrites
+        improved, cost = improve_locally(pb, best_moves)
+        if cost < best_cost:
+            best_moves, best_cost, method = improved, cost, "approximate"
+    best_path = greedy if greedy is not None and method == "greedy" else pb.external(best_moves)
     return SearchResult(best_path, best_cost, method, work)

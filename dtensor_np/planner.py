@@ -21,9 +21,9 @@ combined group (``[S(0), S(0)] -> [R, R]`` is one all_gather over all ranks).
 The search never uses more collectives than the greedy plan
 (:func:`plan_greedy`, kept for comparison) and never costs more than it; it
 is the A* of :mod:`dtensor_np.plan_search` (its docstring: the algorithm, its
-complexity and budget), exact up to 3 mesh dims of size > 1 and wherever it
-finishes within its budget, else the best plan it found (``explain`` says
-which).  :func:`plan_exhaustive` is the old exhaustive search, the oracle of
+complexity and budget), exact wherever it finishes within its budget (up to
+3 mesh dims of size > 1 all but rare pairs), else the best plan it found,
+improved by local rewrites (``explain`` says which).  :func:`plan_exhaustive` is the old exhaustive search, the oracle of
 the tests.  Plans are cached on the specs (pure values), never on a rank.
 
 Example:
@@ -296,8 +296,9 @@ def explain(plan: tuple[Step, ...], src_spec: DTensorSpec) -> str:
 
     A state whose shard order is not the default (outer mesh dim first) shows
     its order, e.g. ``S(0)S(0)[order 0:[1, 0]]``.  A plan the search did not
-    prove cheapest ends in `` [approximate search]`` (the best of its
-    restricted move families) or `` [greedy fallback]`` (the greedy plan).
+    prove cheapest ends in `` [approximate search]`` (the best its probes found,
+    or the greedy or simple first plan, improved by its local rewrites) or
+    `` [greedy fallback]`` (the greedy plan, which nothing beat).
 
     Example:
         >>> import dtensor_np as dt

@@ -137,7 +137,8 @@ def test_the_search_is_exact_up_to_three_mesh_dims(pair):
     plan = dt.plan_redistribute(src, dst)
     check_plan(src, dst, plan)
     oracle = plan_exhaustive(src, dst)
-    if plan.method != "exact":
+    if plan.method != "exact":  # only where no greedy plan caps the collectives (no such pair reaches 210 units)
+        assert not greedy_applies(src, dst)
         assert search_result(src, dst).work >= plan_search.EXACT_BUDGET
         assert plan_cost(plan, src) >= plan_cost(oracle, src) * (1 - 1e-9)
         event("out of budget")
@@ -483,15 +484,19 @@ def greedy_problem(src, dst):
     return pb, pb.internal(plan_search.greedy_path(start, goal, src.mesh.shape, plan_greedy(src, dst)))
 
 
-@settings(max_examples=100, deadline=None)
-@given(spec_pairs(max_live=6, max_ranks=256, sizes=(2, 3, 4), min_live=3, with_orders=False))
+@settings(max_examples=150, deadline=None)
+@given(spec_pairs(max_live=6, max_ranks=256, sizes=(2, 3, 4), min_live=3))
 def test_the_local_rewrites_keep_a_path_no_costlier_and_within_the_cap(pair):
-    """park_early, fold_moves and improve_locally on the greedy plan: each a path of the graph to the target, its
-    cost what it says and no more than the greedy plan's, with no more collectives than the cap."""
+    """park_early, fold_moves and improve_locally on the greedy plan (or, with shard orders other than the
+    default, the simple first plan): each a path of the graph to the target, its cost what it says and no
+    more than the plan's, with no more collectives than the cap."""
     src, dst = pair
-    if not greedy_applies(src, dst):
-        return
-    pb, moves = greedy_problem(src, dst)
+    if greedy_applies(src, dst):
+        pb, moves = greedy_problem(src, dst)
+    else:
+        pb = plan_search._Problem(plan_search.search_state(src), plan_search.search_state(dst), src.mesh.shape,
+                                  src.ndim, planner._nbytes(src), plan_search.CostModel(), None)
+        moves = pb.fallback()
     before = sum(pb.walk(moves)[0])
     for rewrite in (plan_search.park_early, plan_search.fold_moves, plan_search.improve_locally):
         new, cost = rewrite(pb, moves)
@@ -499,8 +504,39 @@ def test_the_local_rewrites_keep_a_path_no_costlier_and_within_the_cap(pair):
         assert walked is not None and walked[1][-1] == pb.goal and same_cost(sum(walked[0]), cost)
         assert is_graph_path(pb.external(new), pb.ext_start, plan_search.search_state(dst), src.mesh.shape, src.ndim)
         assert cost <= before * (1 + 1e-9)
-        assert sum(kind in plan_search.COLLECTIVES for kind, *_ in new) <= greedy_collectives(src, dst)
+        if pb.bound is not None:
+            assert sum(kind in plan_search.COLLECTIVES for kind, *_ in new) <= pb.bound
         event(f"{rewrite.__name__}: {'rewritten' if new != moves else 'unchanged'}")
+
+
+def test_folding_a_later_reduction_into_an_earlier_reduce_scatter():
+    # the sum on mesh dim 1, reduced by an all_reduce after mesh dim 2's all_gather, is reduced with mesh
+    # dim 0's instead (parked on tensor dim 0) and leaves by an all_gather: the all_gather of mesh dim 2
+    # moves half the bytes, and an all_gather replaces the all_reduce
+    src = DTensorSpec(DeviceMesh((2, 2, 2)), (Partial(), Partial(), Shard(1)), TensorMeta((512, 512), "float32"))
+    dst = src.with_placements((Shard(0), R, R))
+    pb, _ = greedy_problem(src, dst)
+    moves = (("reduce_scatter", (0,), 0), ("all_gather", (2,), -1), ("all_reduce", (1,), -1))
+    folded, cost = plan_search.fold_moves(pb, moves)
+    assert folded == (("reduce_scatter", (0, 1), 0), ("all_gather", (2,), -1), ("all_gather", (1,), -1))
+    assert cost < 0.8 * sum(pb.walk(moves)[0])
+    assert is_graph_path(pb.external(folded), pb.ext_start, plan_search.search_state(dst), src.mesh.shape, src.ndim)
+
+
+def test_a_zero_dim_array_plans_on_five_mesh_dims():
+    """A 0-d array has no tensor dim to park on: the rewrites leave its plan alone (they used to fail)."""
+    mesh = DeviceMesh((2, 4, 2, 2, 2))
+    meta = TensorMeta((), "float32")
+    src = DTensorSpec(mesh, (R, Partial("avg"), R, Partial("max"), R), meta)
+    dst = DTensorSpec(mesh, (Partial("min"), R, Partial("max"), R, Partial("max")), meta)
+    planner._plan_cached.cache_clear()
+    plan = dt.plan_redistribute(src, dst)
+    check_plan(src, dst, plan)
+    result = search_result(src, dst, budget=0)
+    assert result.method in ("greedy", "approximate")
+    full = np.asarray(np.float32(3.5))
+    x = dt.distribute_tensor(full, mesh, [R] * 5).redistribute(list(src.placements))
+    np.testing.assert_allclose(x.redistribute(list(dst.placements)).full_tensor(), full, rtol=1e-6)
 
 
 def test_parking_early_reaches_the_exhaustive_cost_where_the_probes_do_not(monkeypatch):
@@ -523,7 +559,8 @@ def test_parking_early_reaches_the_exhaustive_cost_where_the_probes_do_not(monke
 
 
 def test_the_shrunk_starts_reach_the_exhaustive_cost_on_five_mesh_dims(monkeypatch):
-    # every Replicate mesh dim chunked first onto one tensor dim: the probes from the start alone miss it
+    # every Replicate mesh dim chunked first onto one tensor dim: the probes as on 4 mesh dims (two
+    # moves of branching from the start, no shrunk starts) miss it
     src = DTensorSpec(DeviceMesh((2, 2, 2, 2, 2)), (R, R, Shard(1), Shard(2), Shard(1)), TensorMeta((64, 64, 64), "float32"))
     dst = src.with_placements((Shard(2), Shard(1), Shard(1), Shard(2), Shard(2)))
     exact = plan_cost(plan_exhaustive(src, dst), src)
@@ -533,6 +570,7 @@ def test_the_shrunk_starts_reach_the_exhaustive_cost_on_five_mesh_dims(monkeypat
     assert same_cost(plan_cost(plan, src), exact)
     planner._plan_cached.cache_clear()
     monkeypatch.setattr(plan_search, "SHRUNK_FROM", 7)
+    monkeypatch.setattr(plan_search, "PROBE_DEPTH_DIMS", 5)
     assert plan_cost(dt.plan_redistribute(src, dst), src) > exact * 1.1
     planner._plan_cached.cache_clear()
     full = full_array(src.shape, "float32", 5)
