@@ -247,10 +247,10 @@ def fsdp(
     if not flat:
         raise ShardingError("fsdp shards parameters: expected at least one parameter, got an empty dict")
     for name, value in flat.items():
-        kind = np.dtype(getattr(value, "dtype", np.result_type(value))).kind
-        if kind not in "fc":
+        dtype = np.result_type(value)  # an array's own dtype (NumPy or CuPy), a Python scalar's default one
+        if dtype.kind not in "fc":
             raise TypeError(f"fsdp trains floating-point parameters: expected a float array for {name!r}, "
-                            f"got dtype {np.dtype(getattr(value, 'dtype', np.result_type(value)))}")
+                            f"got dtype {dtype}")
     placed: dict[str, Placement] = {}
     tp = None
     if tp_plan:

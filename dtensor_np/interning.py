@@ -90,7 +90,10 @@ class Interned(type):
             if found is not None:
                 return found
         made = super().__call__(*args, **kwargs)
-        key = made._key()
+        return cls._intern(made._key(), made, simple)
+
+    def _intern(cls, key: Any, made: Any, simple: Any = None) -> Any:
+        """The value already held under ``key``, else ``made``, now held (and ``simple`` noted for it)."""
         with cls._lock:
             value = cls._interned.get(key)
             if value is None:
@@ -114,8 +117,4 @@ class Interned(type):
             object.__setattr__(made, name, field)
         if made._key() != key:
             raise TypeError(f"{cls.__name__}.from_normal expected the fields of _key() in its order, got {list(fields)}")
-        with cls._lock:
-            value = cls._interned.get(key)
-            if value is None:
-                cls._interned[key] = value = made
-        return value
+        return cls._intern(key, made)

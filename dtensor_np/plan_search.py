@@ -47,8 +47,8 @@ all_to_all out of the way of a swap); on 5 and 6 the cheapest plans mostly
 shrink the array as far as they can first, park what they shrank on a tensor
 dim that is gathered anyway and gather it with that (the shrunk starts: on 6
 mesh dims the probes match the exhaustive search's cost on 33 of 90 benchmark
-pairs with them, on 30 with depth-2 branching instead).  A ``LANDING`` search is short (10 to 60
-moves).  ``FULL`` then gets what is left of the budget.
+pairs with them, on 30 with depth-2 branching instead).  A ``LANDING`` search
+is short (10 to 60 moves).  ``FULL`` then gets what is left of the budget.
 
 ``PARKING`` (``LANDING`` plus reduce_scatter onto any tensor dim, in mesh dim
 order or its reverse) is kept for experiments (:data:`STAGES`).  Before
@@ -111,9 +111,10 @@ time: more of the states it reaches are new, each with its bound to work out),
 same steps.  A move is O(ndim + mesh dims) Python work (~2 to 4 us on a
 2-core VM), so a search is O(BUDGET (ndim + mesh dims)); the local rewrites
 after it (below) start no round past :data:`REWRITE_MOVES` walked moves (64
-at most on 3,000 plans of 4 to 6 mesh dims), O(mesh dims + ndim) each: measured 0.1 to 0.2 ms median on 2 and 3 mesh dims,
-0.66 to 0.75 ms median and at most 0.91 ms on 4 to 6, the plan's specs built
-too (benchmarks/README.md).  Worst case without the budget: the number of
+at most on 3,000 plans of 4 to 6 mesh dims), O(mesh dims + ndim) each:
+measured 0.1 to 0.2 ms median on 2 and 3 mesh dims, 0.66 to 0.75 ms median
+and at most 0.91 ms on 4 to 6, the plan's specs built too
+(benchmarks/README.md).  Worst case without the budget: the number of
 states, exponential in the mesh dims, as the exhaustive search.
 
 Guarantees.  Never more collectives than greedy (the cap) and never more cost
@@ -802,7 +803,7 @@ class _Problem:
         kinds = [part for part in (reductions, free, reductions + free if reductions and free else []) if part]
         nodes = []
         for e in self.push_targets(stacks0):
-            for part in kinds:
+            for part in kinds:  # walked here, not by walk(): legal by construction, and not worth caching
                 stacks, pmask, shards, g, links = stacks0, pmask0, self.start_shards, 0.0, None
                 for kind, dims, bits in part:
                     k = self.product(bits)
@@ -1066,9 +1067,9 @@ def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
     """``LANDING`` searches from the start, from every state within :func:`_probe_depth` moves of it
     (any move of ``FULL``) and from :meth:`_Problem.shrunk_starts` (from :data:`SHRUNK_FROM` mesh dims
     of size > 1 on), best first by the lower bound; the first may look at :data:`PROBE_ROOT` moves,
-    a shrunk start's at :data:`SHRUNK_MOVES`, each other at :data:`PROBE_MOVES`.  The searches share one table of the states they
-    expanded: a state an earlier one expanded from no more cost and collectives is not expanded again
-    (a probe is a heuristic: this drops nothing the guarantees need).
+    a shrunk start's at :data:`SHRUNK_MOVES`, each other at :data:`PROBE_MOVES`.  The searches share
+    one table of the states they expanded: a state an earlier one expanded from no more cost and
+    collectives is not expanded again (a probe is a heuristic: this drops nothing the guarantees need).
 
     The cheapest path found below ``upper`` (or None), and the moves looked at, the probes' first
     moves counted too; past ``budget`` the probes stop.

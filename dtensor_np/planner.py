@@ -23,8 +23,9 @@ The search never uses more collectives than the greedy plan
 is the A* of :mod:`dtensor_np.plan_search` (its docstring: the algorithm, its
 complexity and budget), exact wherever it finishes within its budget (up to
 3 mesh dims of size > 1 all but rare pairs), else the best plan it found,
-improved by local rewrites (``explain`` says which).  :func:`plan_exhaustive` is the old exhaustive search, the oracle of
-the tests.  Plans are cached on the specs (pure values), never on a rank.
+improved by local rewrites (``explain`` says which).  :func:`plan_exhaustive`
+is the old exhaustive search, the oracle of the tests.  Plans are cached on
+the specs (pure values), never on a rank.
 
 Example:
     >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta

@@ -34,12 +34,11 @@ from collectives import array_module
 
 from ..errors import ShardingError
 from ..placements import Shard
-from ..sharded import is_sharded
 from ..spec import DTensorSpec, TensorMeta
 from .common import axis_index, partial_free, single_sharding
 from .registry import Decision, OpRule, register
 from .whole_axes import whole_decision
-from .signature_bind import named_arguments, no_more_arguments
+from .signature_bind import named_arguments, no_more_arguments, pop_dtensor
 
 __all__ = ["scan_decision", "SCANS"]
 
@@ -102,11 +101,10 @@ def _scan_rule(func: Callable[..., Any], kind: str) -> OpRule:
     names = ("x", "axis", "dtype", "out", "include_initial") if cumulative else ("a", "axis", "dtype", "out")
 
     def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
-        given = named_arguments(f"numpy.{func.__name__}", names, args, kwargs)
-        no_more_arguments(f"numpy.{func.__name__}", {k: v for k, v in given.items() if k not in names})
-        x = given.get(names[0])
-        if not is_sharded(x):
-            raise TypeError(f"numpy.{func.__name__}: expected a DTensor, got {type(x).__name__}")
+        name = f"numpy.{func.__name__}"
+        given = named_arguments(name, names, args, kwargs)
+        no_more_arguments(name, {k: v for k, v in given.items() if k not in names})
+        x = pop_dtensor(name, given, names[0])
         if given.get("out") is not None:
             raise ShardingError(f"numpy.{func.__name__} on DTensors: expected out= as a keyword (it rebinds), got it by position")
         if given.get("include_initial"):
