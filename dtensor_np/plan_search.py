@@ -110,8 +110,8 @@ time: more of the states it reaches are new, each with its bound to work out),
 :data:`EXACT_BUDGET`.  The count is deterministic, so every rank plans the
 same steps.  A move is O(ndim + mesh dims) Python work (~2 to 4 us on a
 2-core VM), so a search is O(BUDGET (ndim + mesh dims)); the local rewrites
-after it (below) start no round past :data:`REWRITE_MOVES` walked moves (64
-at most on 3,000 plans of 4 to 6 mesh dims), O(mesh dims + ndim) each:
+after it (below) start no round past :data:`REWRITE_MOVES` walked moves (86
+at most on 584 rewritten plans of 4 to 6 mesh dims), O(mesh dims + ndim) each:
 measured 0.1 to 0.2 ms median on 2 and 3 mesh dims, 0.66 to 0.75 ms median
 and at most 0.91 ms on 4 to 6, the plan's specs built too
 (benchmarks/README.md).  Worst case without the budget: the number of
@@ -130,10 +130,12 @@ a mesh dim moved by an all_to_all onto a tensor dim gathered later, to leave
 with it), :func:`park_early` (a mesh dim Replicate for a while chunked onto a
 tensor dim that is gathered later, an all_reduce made a reduce_scatter onto
 one, an all_gather of one mesh dim an all_to_all onto one: what is parked
-leaves with that all_gather, or in one more where a collective is spare) and
+leaves with that all_gather, or in one more where a collective is spare),
 :func:`fold_moves` (an all_gather and a later chunk of one mesh dim made an
-all_to_all; a later reduction of the same reduce op folded into an earlier
-reduce_scatter): ``"approximate"`` if that lowered the cost;
+all_to_all, where the all_gather was or where the chunk was; a later reduction
+of the same reduce op folded into an earlier reduce_scatter) and
+:func:`reorder_moves` (neighbouring moves swapped so that what shrinks the
+array goes first): ``"approximate"`` if that lowered the cost;
 ``dtensor_np.explain`` says so.  The probes and the rewrites change no
 guarantee: they only lower the cost, within the cap.
 
@@ -1235,11 +1237,12 @@ PROBE_ROOT = 150
 # way, 1.037 against 1.041 times its cost (geometric mean).
 SHRUNK_FROM = 5
 SHRUNK_MOVES = 100
-# The local rewrites after an unproved search stop once they have walked this many moves (about
-# one round of park_early and fold_moves after merge_gathers on a path of 10 moves: 329 of 450
-# benchmark pairs of 4 to 6 mesh dims as cheap as the exhaustive search's plan, against 311 with
-# merge_gathers alone; 48 moves match no more and take up to 0.1 ms longer).
-REWRITE_MOVES = 24
+# The local rewrites after an unproved search start no round once they have walked this many moves
+# (about two rounds of park_early, fold_moves and reorder_moves after merge_gathers on a path of 10
+# moves).  Benchmark pairs of 4 to 6 mesh dims: 329 of 450 as cheap as the exhaustive search's plan,
+# 1.040 times its cost (geometric mean) and 1.88 times at worst, against 311, 1.060 and 2.88 with
+# merge_gathers alone; 24 moves: 327, 1.044, 2.88; no limit: 331, 1.038, 1.68, but up to 0.2 ms more.
+REWRITE_MOVES = 48
 
 
 def _probe_depth(live: int) -> int:
@@ -1465,8 +1468,9 @@ def fold_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] =
     """The path with two moves of one mesh dim folded into fewer bytes, if that lowers its cost
     (the cheapest such path), and its cost:
 
-    * an all_gather of one mesh dim, later chunked onto a tensor dim that nothing touches in
-      between: an all_to_all onto it instead (the array stays split until then);
+    * an all_gather of one mesh dim, later chunked onto another tensor dim: an all_to_all onto
+      it instead, in the all_gather's place if nothing touches that tensor dim in between, or in
+      the chunk's if nothing touches the gathered one (the array stays split until then);
     * a reduce_scatter onto a tensor dim, and a later reduction of the same reduce op with that
       tensor dim untouched in between: both reduced by the first (the later mesh dims parked on
       top), the later one an all_gather of them (for an all_reduce), nothing (for a
@@ -1493,8 +1497,11 @@ def fold_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] =
             for j in range(i + 1, n):
                 later, later_dims, f = best[j]
                 if dims[0] in later_dims:
-                    if later == "chunk" and f != home and all(states[t][0][f] == states[i][0][f] for t in range(i, j + 1)):
-                        candidates.append(best[:i] + (("all_to_all", dims, f),) + best[i + 1:j] + best[j + 1:])
+                    if later == "chunk" and f != home:
+                        if all(states[t][0][f] == states[i][0][f] for t in range(i, j + 1)):
+                            candidates.append(best[:i] + (("all_to_all", dims, f),) + best[i + 1:j] + best[j + 1:])
+                        if all(states[t][0][home] == states[i + 1][0][home] for t in range(i + 1, j + 1)):
+                            candidates.append(best[:i] + best[i + 1:j] + (("all_to_all", dims, f),) + best[j + 1:])
                     break
         elif kind == "reduce_scatter":
             op = pb.op[dims[0]]
@@ -1514,6 +1521,40 @@ def fold_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] =
     return _cheaper(pb, best, sum(costs), candidates)
 
 
+def reorder_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] = None) -> tuple[tuple[_IMove, ...], float]:
+    """The path with neighbouring moves swapped where that lowers its cost, in one sweep from the
+    start, and its cost: a move that leaves the array smaller than its predecessor does (a chunk
+    or reduce_scatter after an all_gather, all_to_all or all_reduce; an all_to_all or all_reduce
+    after an all_gather) goes first when the two reach the same state either way, so the
+    collective moves fewer bytes.  Each swap is checked by walking the two moves alone:
+    O(len(path) * (mesh dims + tensor dims)).
+
+    Example (the all_gather of mesh dim 0 moves half the bytes after the chunk):
+        >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
+        >>> src = DTensorSpec(DeviceMesh((2, 2)), (Shard(0), Replicate()), TensorMeta((8, 8), "f4"))
+        >>> pb = _Problem(search_state(src), search_state(src.with_placements((Replicate(), Shard(1)))),
+        ...               (2, 2), 2, 256, CostModel(), 1)
+        >>> reorder_moves(pb, (("all_gather", (0,), -1), ("chunk", (1,), 1)))[0]
+        (('chunk', (1,), 1), ('all_gather', (0,), -1))
+    """
+    best = list(imoves)
+    walked = walked or pb.walk(tuple(best))
+    if walked is None:  # pragma: no cover - the callers' paths are walks
+        return tuple(best), math.inf
+    costs, states, counts = (list(part) for part in walked)
+    for i in range(len(best) - 1):
+        if _EFFECT[best[i][0]][1] >= _EFFECT[best[i + 1][0]][1]:
+            continue  # only what shrinks the array more goes first
+        pair = (best[i + 1], best[i])
+        window = pb.walk(pair, states[i], counts[i])
+        if window is None or window[1][-1] != states[i + 2]:
+            continue
+        if window[0][0] + window[0][1] < (costs[i] + costs[i + 1]) * (1 - 1e-12):
+            best[i], best[i + 1] = pair
+            costs[i:i + 2], states[i + 1], counts[i + 1] = window[0], window[1][1], window[2][1]
+    return _cheaper(pb, tuple(imoves), sum(walked[0]), (tuple(best),))
+
+
 def _cheaper(pb: _Problem, path: tuple[_IMove, ...], cost: float,
              candidates: Sequence[tuple[_IMove, ...]]) -> tuple[tuple[_IMove, ...], float]:
     """The cheapest of ``candidates`` that walks to the goal within the cap, if cheaper than ``path``."""
@@ -1526,11 +1567,12 @@ def _cheaper(pb: _Problem, path: tuple[_IMove, ...], cost: float,
 
 def improve_locally(pb: _Problem, imoves: Sequence[_IMove]) -> tuple[tuple[_IMove, ...], float]:
     """The path improved by local rewrites, and its cost: :func:`merge_gathers` to the end, then
-    rounds of the cheaper of :func:`park_early` and :func:`fold_moves`, and :func:`merge_gathers`
-    again, while a round lowers the cost and fewer than :data:`REWRITE_MOVES` moves have been
-    walked (:meth:`_Problem.walk`, the scans counted as walks; a count, so every rank rewrites
-    alike).  A round is not cut short: the rewrites walk 6 moves median and 64 at most on 3,000
-    plans of 4 to 6 mesh dims.  Each rewrite keeps the path a path of the graph to the goal
+    rounds of the cheapest of :func:`park_early`, :func:`fold_moves` and :func:`reorder_moves`,
+    and :func:`merge_gathers` again, while a round lowers the cost and fewer than
+    :data:`REWRITE_MOVES` moves have been walked (:meth:`_Problem.walk`, the scans counted as
+    walks; a count, so every rank rewrites alike).  A round is not cut short: the rewrites walk
+    16 moves median and 86 at most on 584 plans of 4 to 6 mesh dims that the search did not
+    prove (benchmarks/planner.py's seeded and ``--mixed`` pairs).  Each rewrite keeps the path a path of the graph to the goal
     within the cap.
     """
     limit = pb.walked + REWRITE_MOVES
@@ -1539,7 +1581,8 @@ def improve_locally(pb: _Problem, imoves: Sequence[_IMove]) -> tuple[tuple[_IMov
         walked = pb.walk(best)
         parked = park_early(pb, best, walked)
         folded = fold_moves(pb, best, walked)
-        new, new_cost = min(parked, folded, key=lambda pair: pair[1])
+        swapped = reorder_moves(pb, best, walked)
+        new, new_cost = min(parked, folded, swapped, key=lambda pair: pair[1])
         if new_cost >= cost * (1 - 1e-12):
             break
         best, cost = merge_gathers(pb, new)
