@@ -110,7 +110,7 @@ time: more of the states it reaches are new, each with its bound to work out),
 :data:`EXACT_BUDGET`.  The count is deterministic, so every rank plans the
 same steps.  A move is O(ndim + mesh dims) Python work (~2 to 4 us on a
 2-core VM), so a search is O(BUDGET (ndim + mesh dims)); the local rewrites
-after it (below) start no round past :data:`REWRITE_MOVES` walked moves (86
+after it (below) start no round past :data:`REWRITE_MOVES` walked moves (71
 at most on 584 rewritten plans of 4 to 6 mesh dims), O(mesh dims + ndim) each:
 measured 0.1 to 0.2 ms median on 2 and 3 mesh dims, 0.66 to 0.75 ms median
 and at most 0.91 ms on 4 to 6, the plan's specs built too
@@ -916,6 +916,18 @@ class _Problem:
             counts.append(shards)
         return costs, states, counts
 
+    def rewalk(self, imoves: Sequence[_IMove], walked: tuple, same: int) -> Optional[tuple[list[float], list[_IState], list[int]]]:
+        """:meth:`walk` of a path from the start whose first ``same`` moves are those of the walked
+        path ``walked`` (:meth:`walk` of it): only the moves after them are walked.  Cached as
+        :meth:`walk` caches."""
+        key = tuple(imoves)
+        if key not in self._walks:
+            costs, states, counts = walked
+            tail = self.walk(key[same:], states[same], counts[same])
+            self._walks[key] = None if tail is None else (
+                costs[:same] + tail[0], states[:same] + tail[1], counts[:same] + tail[2])
+        return self._walks[key]
+
     def reaches_goal(self, imoves: Sequence[_IMove], walked: Optional[tuple]) -> bool:
         """Whether ``walked`` (:meth:`walk` of ``imoves``) ends at the goal with no more collectives than the cap."""
         return walked is not None and walked[1][-1] == self.goal and (
@@ -1238,10 +1250,11 @@ PROBE_ROOT = 150
 SHRUNK_FROM = 5
 SHRUNK_MOVES = 100
 # The local rewrites after an unproved search start no round once they have walked this many moves
-# (about two rounds of park_early, fold_moves and reorder_moves after merge_gathers on a path of 10
-# moves).  Benchmark pairs of 4 to 6 mesh dims: 329 of 450 as cheap as the exhaustive search's plan,
-# 1.040 times its cost (geometric mean) and 1.88 times at worst, against 311, 1.060 and 2.88 with
-# merge_gathers alone; 24 moves: 327, 1.044, 2.88; no limit: 331, 1.038, 1.68, but up to 0.2 ms more.
+# (a few rounds of park_early, fold_moves and reorder_moves after merge_gathers on a path of 10
+# moves; a rewritten path walks only from its first changed move).  Benchmark pairs of 4 to 6 mesh
+# dims: 330 of 450 as cheap as the exhaustive search's plan, 1.038 times its cost (geometric mean)
+# and 1.68 times at worst, against 311, 1.060 and 2.88 with merge_gathers alone; 24 moves: 327,
+# 1.042, 1.88; no limit: 331, 1.038, 1.68, with up to 0.2 ms more.
 REWRITE_MOVES = 48
 
 
@@ -1304,6 +1317,8 @@ def merge_gathers(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple
                     if out is not None and out[1][-1] == states[j + 1] and (
                             sum(out[0]) < sum(costs[i:j + 1]) * (1 - 1e-12)):
                         found = best[:i] + window + best[j + 1:]
+                        found_walk = (costs[:i] + out[0] + costs[j + 1:], states[:i] + out[1] + states[j + 2:],
+                                      counts[:i] + out[2] + counts[j + 2:])
                         break
                 if found:
                     break
@@ -1312,7 +1327,7 @@ def merge_gathers(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple
         if found is None:
             break
         best = found
-        costs, states, counts = pb.walk(best)  # type: ignore[misc]
+        costs, states, counts = pb._walks.setdefault(best, found_walk)  # the rest of the path unchanged
         cost = sum(costs)
     return best, cost
 
@@ -1385,7 +1400,7 @@ def park_early(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] =
         new = head + body + (("all_gather", best[choice.until][1] + choice.group, -1),) + best[choice.until + 1:]
     else:
         new = head + body + (("all_gather", choice.group, -1),) + best[choice.until:]
-    return _cheaper(pb, best, sum(walked[0]), (new,))
+    return _cheaper(pb, best, walked, ((new, choice.at),))
 
 
 def _best_park(pb: _Problem, best: tuple[_IMove, ...], walked: tuple) -> Optional[_Park]:
@@ -1499,9 +1514,9 @@ def fold_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] =
                 if dims[0] in later_dims:
                     if later == "chunk" and f != home:
                         if all(states[t][0][f] == states[i][0][f] for t in range(i, j + 1)):
-                            candidates.append(best[:i] + (("all_to_all", dims, f),) + best[i + 1:j] + best[j + 1:])
+                            candidates.append((best[:i] + (("all_to_all", dims, f),) + best[i + 1:j] + best[j + 1:], i))
                         if all(states[t][0][home] == states[i + 1][0][home] for t in range(i + 1, j + 1)):
-                            candidates.append(best[:i] + best[i + 1:j] + (("all_to_all", dims, f),) + best[j + 1:])
+                            candidates.append((best[:i] + best[i + 1:j] + (("all_to_all", dims, f),) + best[j + 1:], i))
                     break
         elif kind == "reduce_scatter":
             op = pb.op[dims[0]]
@@ -1512,13 +1527,13 @@ def fold_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] =
                 if later in ("all_reduce", "reduce_scatter") and pb.op[later_dims[0]] == op:
                     head = best[:i] + (("reduce_scatter", dims + later_dims, e),) + best[i + 1:j]
                     if later == "all_reduce":
-                        candidates.append(head + (("all_gather", later_dims, -1),) + best[j + 1:])
+                        candidates.append((head + (("all_gather", later_dims, -1),) + best[j + 1:], i))
                     elif f == e:
-                        candidates.append(head + best[j + 1:])
+                        candidates.append((head + best[j + 1:], i))
                     elif len(later_dims) == 1:
-                        candidates.append(head + (("all_to_all", later_dims, f),) + best[j + 1:])
+                        candidates.append((head + (("all_to_all", later_dims, f),) + best[j + 1:], i))
                     break
-    return _cheaper(pb, best, sum(costs), candidates)
+    return _cheaper(pb, best, walked, candidates)
 
 
 def reorder_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] = None) -> tuple[tuple[_IMove, ...], float]:
@@ -1552,16 +1567,22 @@ def reorder_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple
         if window[0][0] + window[0][1] < (costs[i] + costs[i + 1]) * (1 - 1e-12):
             best[i], best[i + 1] = pair
             costs[i:i + 2], states[i + 1], counts[i + 1] = window[0], window[1][1], window[2][1]
-    return _cheaper(pb, tuple(imoves), sum(walked[0]), (tuple(best),))
+    new = tuple(best)
+    if new == tuple(imoves):
+        return new, sum(walked[0])
+    pb._walks[new] = (costs, states, counts)  # the same walk, and the same count of collectives
+    return new, sum(costs)
 
 
-def _cheaper(pb: _Problem, path: tuple[_IMove, ...], cost: float,
-             candidates: Sequence[tuple[_IMove, ...]]) -> tuple[tuple[_IMove, ...], float]:
-    """The cheapest of ``candidates`` that walks to the goal within the cap, if cheaper than ``path``."""
-    for new in candidates:
-        walked = pb.walk(new)
-        if pb.reaches_goal(new, walked) and sum(walked[0]) < cost * (1 - 1e-12):  # type: ignore[index]
-            path, cost = new, sum(walked[0])  # type: ignore[index]
+def _cheaper(pb: _Problem, path: tuple[_IMove, ...], walked: tuple,
+             candidates: Sequence[tuple[tuple[_IMove, ...], int]]) -> tuple[tuple[_IMove, ...], float]:
+    """The cheapest of ``candidates`` (each a path and the number of moves it shares with ``path``
+    first) that walks to the goal within the cap, if cheaper than ``path`` (``walked``: its walk)."""
+    cost = sum(walked[0])
+    for new, same in candidates:
+        out = pb.rewalk(new, walked, same)
+        if pb.reaches_goal(new, out) and sum(out[0]) < cost * (1 - 1e-12):  # type: ignore[index]
+            path, cost = new, sum(out[0])  # type: ignore[index]
     return path, cost
 
 
@@ -1570,9 +1591,10 @@ def improve_locally(pb: _Problem, imoves: Sequence[_IMove]) -> tuple[tuple[_IMov
     rounds of the cheapest of :func:`park_early`, :func:`fold_moves` and :func:`reorder_moves`,
     and :func:`merge_gathers` again, while a round lowers the cost and fewer than
     :data:`REWRITE_MOVES` moves have been walked (:meth:`_Problem.walk`, the scans counted as
-    walks; a count, so every rank rewrites alike).  A round is not cut short: the rewrites walk
-    16 moves median and 86 at most on 584 plans of 4 to 6 mesh dims that the search did not
-    prove (benchmarks/planner.py's seeded and ``--mixed`` pairs).  Each rewrite keeps the path a path of the graph to the goal
+    walks; a count, so every rank rewrites alike; a rewritten path is walked from its first changed
+    move, :meth:`_Problem.rewalk`).  A round is not cut short: the rewrites walk 14 moves median
+    and 71 at most on 584 plans of 4 to 6 mesh dims that the search did not prove
+    (benchmarks/planner.py's seeded and ``--mixed`` pairs).  Each rewrite keeps the path a path of the graph to the goal
     within the cap.
     """
     limit = pb.walked + REWRITE_MOVES

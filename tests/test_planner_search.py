@@ -292,7 +292,7 @@ def test_merging_all_gathers_keeps_a_path_no_costlier_and_within_the_cap(pair):
     greedy = plan_search.greedy_path(start, goal, mesh_shape, plan_greedy(src, dst))
     moves = pb.internal(greedy)
     merged, cost = plan_search.merge_gathers(pb, moves)
-    walked = pb.walk(merged)
+    walked = pb.walk(merged, pb.start, pb.start_shards)  # afresh, not from the cache
     assert walked is not None and walked[1][-1] == pb.goal and same_cost(sum(walked[0]), cost)
     assert is_graph_path(pb.external(merged), start, goal, mesh_shape, src.ndim)
     assert cost <= plan_search.path_cost(greedy, start, nbytes, mesh_shape, plan_search.CostModel()) * (1 + 1e-9)
@@ -500,7 +500,7 @@ def test_the_local_rewrites_keep_a_path_no_costlier_and_within_the_cap(pair):
     before = sum(pb.walk(moves)[0])
     for rewrite in (plan_search.park_early, plan_search.fold_moves, plan_search.reorder_moves, plan_search.improve_locally):
         new, cost = rewrite(pb, moves)
-        walked = pb.walk(new)
+        walked = pb.walk(new, pb.start, pb.start_shards)  # walked afresh, not from the rewrites' cache
         assert walked is not None and walked[1][-1] == pb.goal and same_cost(sum(walked[0]), cost)
         assert is_graph_path(pb.external(new), pb.ext_start, plan_search.search_state(dst), src.mesh.shape, src.ndim)
         assert cost <= before * (1 + 1e-9)
