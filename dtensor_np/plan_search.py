@@ -1252,9 +1252,9 @@ SHRUNK_MOVES = 100
 # The local rewrites after an unproved search start no round once they have walked this many moves
 # (a few rounds of park_early, fold_moves and reorder_moves after merge_gathers on a path of 10
 # moves; a rewritten path walks only from its first changed move).  Benchmark pairs of 4 to 6 mesh
-# dims: 330 of 450 as cheap as the exhaustive search's plan, 1.038 times its cost (geometric mean)
-# and 1.68 times at worst, against 311, 1.060 and 2.88 with merge_gathers alone; 24 moves: 327,
-# 1.042, 1.88; no limit: 331, 1.038, 1.68, with up to 0.2 ms more.
+# dims: 330 of 450 as cheap as the exhaustive search's plan, 1.038 times its cost (geometric mean),
+# 1.79 times at worst (1.68 on 6 mesh dims), against 311, 1.060 and 2.88 with merge_gathers alone;
+# 24 moves: 327, 1.042, 1.88; no limit: 331, 1.038, 1.79, with up to 0.2 ms more.
 REWRITE_MOVES = 48
 
 
@@ -1503,7 +1503,7 @@ def fold_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] =
     walked = walked or pb.walk(best)
     if walked is None:  # pragma: no cover - the callers' paths are walks
         return best, math.inf
-    costs, states, _ = walked
+    _, states, _ = walked
     n = len(best)
     candidates = []
     for i, (kind, dims, e) in enumerate(best):
@@ -1515,7 +1515,7 @@ def fold_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] =
                     if later == "chunk" and f != home:
                         if all(states[t][0][f] == states[i][0][f] for t in range(i, j + 1)):
                             candidates.append((best[:i] + (("all_to_all", dims, f),) + best[i + 1:j] + best[j + 1:], i))
-                        if all(states[t][0][home] == states[i + 1][0][home] for t in range(i + 1, j + 1)):
+                        if j > i + 1 and all(states[t][0][home] == states[i + 1][0][home] for t in range(i + 1, j + 1)):
                             candidates.append((best[:i] + best[i + 1:j] + (("all_to_all", dims, f),) + best[j + 1:], i))
                     break
         elif kind == "reduce_scatter":
@@ -1538,11 +1538,11 @@ def fold_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] =
 
 def reorder_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] = None) -> tuple[tuple[_IMove, ...], float]:
     """The path with neighbouring moves swapped where that lowers its cost, in one sweep from the
-    start, and its cost: a move that leaves the array smaller than its predecessor does (a chunk
-    or reduce_scatter after an all_gather, all_to_all or all_reduce; an all_to_all or all_reduce
-    after an all_gather) goes first when the two reach the same state either way, so the
-    collective moves fewer bytes.  Each swap is checked by walking the two moves alone:
-    O(len(path) * (mesh dims + tensor dims)).
+    start, and its cost: a move that divides the array more than its predecessor does (by
+    ``_EFFECT``: a chunk or reduce_scatter after an all_gather, all_to_all, all_reduce or
+    partition; an all_to_all, all_reduce or partition after an all_gather) goes first when the two
+    reach the same state either way, so the move after it touches fewer bytes.  Each swap is
+    checked by walking the two moves alone: O(len(path) * (mesh dims + tensor dims)).
 
     Example (the all_gather of mesh dim 0 moves half the bytes after the chunk):
         >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import dtensor_np as dt
 from dtensor_np import DeviceMesh, DTensorSpec, Partial, Replicate, Shard, TensorMeta
-from dtensor_np import plan_search, planner
+from dtensor_np import plan_search, planner, redistribute
 from dtensor_np.planner import (
     count_collectives,
     greedy_collectives,
@@ -144,6 +144,14 @@ def test_the_search_is_exact_up_to_three_mesh_dims(pair):
         event("out of budget")
         return
     assert same_cost(plan_cost(plan, src), plan_cost(oracle, src)), (dt.explain(plan, src), dt.explain(oracle, src))
+
+
+def fresh_plans():
+    """Clear the plan cache and the redistribute runners built from its plans (a test that changes the
+    planner's constants must not leave its plans to later tests, nor run an earlier test's plan)."""
+    planner._plan_cached.cache_clear()
+    for cached in (redistribute.redistributor, redistribute.redistribution, redistribute.full_replicator):
+        cached.cache_clear()
 
 
 def search_result(src, dst, **kwargs):
@@ -507,6 +515,8 @@ def test_the_local_rewrites_keep_a_path_no_costlier_and_within_the_cap(pair):
         if pb.bound is not None:
             assert sum(kind in plan_search.COLLECTIVES for kind, *_ in new) <= pb.bound
         event(f"{rewrite.__name__}: {'rewritten' if new != moves else 'unchanged'}")
+    for key, stored in pb._walks.items():  # every walk the rewrites stored is the walk of its path
+        assert pb.walk(key, pb.start, pb.start_shards) == stored
 
 
 def test_folding_a_later_reduction_into_an_earlier_reduce_scatter():
@@ -561,23 +571,22 @@ def test_reordering_puts_what_shrinks_the_array_first():
 def test_the_worst_six_dim_benchmark_pair_costs_less_than_twice_the_optimum(monkeypatch):
     # benchmarks/planner.py's worst pair on 2x2x2x2x2x2 (seed 0), 2.88 times the optimum before: the probes
     # find a plan that all_reduces first and gathers everything; the rewrites keep tensor dim 2 split (mesh
-    # dim 3 leaves it by an all_to_all where it was chunked onto tensor dim 0), park the sum and mesh dim 1
-    # on it, and swap moves so what shrinks the array goes first
+    # dim 3 leaves it by an all_to_all where it was chunked onto tensor dim 0: fold_moves), reduce_scatter
+    # the sum onto it (park_early) and move mesh dim 1 onto it to leave with the sum's mesh dim (merge_gathers)
     mesh = DeviceMesh((2,) * 6)
     meta = TensorMeta((64, 64, 64), "float32")
     src = DTensorSpec(mesh, (Shard(0), Shard(0), Shard(1), Shard(2), Shard(1), Partial()), meta)
     dst = src.with_placements((Shard(1), R, Shard(0), Shard(0), Shard(1), Shard(2)))
     exact = search_result(src, dst, budget=math.inf)
-    planner._plan_cached.cache_clear()
+    fresh_plans()
     plan = dt.plan_redistribute(src, dst)
     check_plan(src, dst, plan)
     assert plan.method == "approximate" and plan_cost(plan, src) < 2 * exact.cost
+    full = full_array(src.shape, "float32", 6)
+    x = dt.distribute_tensor(full, mesh, src.placements)  # by this plan (the cache holds it)
+    np.testing.assert_allclose(x.redistribute(placements=dst.placements).full_tensor(), full, rtol=1e-5)
     monkeypatch.setattr(plan_search, "REWRITE_MOVES", 0)  # merge_gathers alone
     assert search_result(src, dst).cost > 2.5 * exact.cost
-    planner._plan_cached.cache_clear()
-    full = full_array(src.shape, "float32", 6)
-    x = dt.distribute_tensor(full, mesh, src.placements)
-    np.testing.assert_allclose(x.redistribute(placements=dst.placements).full_tensor(), full, rtol=1e-5)
 
 
 def test_a_zero_dim_array_plans_on_five_mesh_dims():
@@ -602,17 +611,17 @@ def test_parking_early_reaches_the_exhaustive_cost_where_the_probes_do_not(monke
     src = DTensorSpec(DeviceMesh((2, 2, 2, 2)), (Partial(), Partial(), Shard(1), Shard(1)), TensorMeta((64, 64, 64), "float64"))
     dst = src.with_placements((Shard(1), Shard(1), Shard(1), Shard(2)))
     exact = plan_cost(plan_exhaustive(src, dst), src)
-    planner._plan_cached.cache_clear()
+    fresh_plans()
     plan = dt.plan_redistribute(src, dst)
     check_plan(src, dst, plan)
     assert plan.method == "approximate" and same_cost(plan_cost(plan, src), exact)
-    planner._plan_cached.cache_clear()
-    monkeypatch.setattr(plan_search, "REWRITE_MOVES", 0)  # merge_gathers alone
-    assert plan_cost(dt.plan_redistribute(src, dst), src) > exact * 1.4
-    planner._plan_cached.cache_clear()
     full = full_array(src.shape, "float64", 3)
     x = dt.distribute_tensor(full, src.mesh, src.placements)  # Partial: each rank holds a share of the sum
     np.testing.assert_allclose(x.redistribute(placements=dst.placements).full_tensor(), full, rtol=1e-12)
+    fresh_plans()
+    monkeypatch.setattr(plan_search, "REWRITE_MOVES", 0)  # merge_gathers alone
+    assert plan_cost(dt.plan_redistribute(src, dst), src) > exact * 1.4
+    fresh_plans()
 
 
 def test_the_shrunk_starts_reach_the_exhaustive_cost_on_five_mesh_dims(monkeypatch):
@@ -621,18 +630,18 @@ def test_the_shrunk_starts_reach_the_exhaustive_cost_on_five_mesh_dims(monkeypat
     src = DTensorSpec(DeviceMesh((2, 2, 2, 2, 2)), (R, R, Shard(1), Shard(2), Shard(1)), TensorMeta((64, 64, 64), "float32"))
     dst = src.with_placements((Shard(2), Shard(1), Shard(1), Shard(2), Shard(2)))
     exact = plan_cost(plan_exhaustive(src, dst), src)
-    planner._plan_cached.cache_clear()
+    fresh_plans()
     plan = dt.plan_redistribute(src, dst)
     check_plan(src, dst, plan)
     assert same_cost(plan_cost(plan, src), exact)
-    planner._plan_cached.cache_clear()
+    full = full_array(src.shape, "float32", 5)
+    x = dt.distribute_tensor(full, src.mesh, src.placements)  # by this plan
+    assert np.array_equal(x.redistribute(placements=dst.placements).full_tensor(), full)
+    fresh_plans()
     monkeypatch.setattr(plan_search, "SHRUNK_FROM", 7)
     monkeypatch.setattr(plan_search, "PROBE_DEPTH_DIMS", 5)
     assert plan_cost(dt.plan_redistribute(src, dst), src) > exact * 1.1
-    planner._plan_cached.cache_clear()
-    full = full_array(src.shape, "float32", 5)
-    x = dt.distribute_tensor(full, src.mesh, src.placements)
-    assert np.array_equal(x.redistribute(placements=dst.placements).full_tensor(), full)
+    fresh_plans()
 
 
 def test_the_full_search_on_three_mesh_dims_stops_at_its_budget():
