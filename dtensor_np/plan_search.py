@@ -112,8 +112,8 @@ same steps.  A move is O(ndim + mesh dims) Python work (~2 to 4 us on a
 2-core VM), so a search is O(BUDGET (ndim + mesh dims)); the local rewrites
 after it (below) start no round past :data:`REWRITE_MOVES` walked moves (71
 at most on 584 rewritten plans of 4 to 6 mesh dims), O(mesh dims + ndim) each:
-measured 0.1 to 0.2 ms median on 2 and 3 mesh dims, 0.66 to 0.75 ms median
-and at most 0.91 ms on 4 to 6, the plan's specs built too
+measured 0.1 to 0.2 ms median on 2 and 3 mesh dims, 0.67 to 0.78 ms median
+and at most 0.94 ms on 4 to 6, the plan's specs built too
 (benchmarks/README.md).  Worst case without the budget: the number of
 states, exponential in the mesh dims, as the exhaustive search.
 
