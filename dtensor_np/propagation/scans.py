@@ -106,9 +106,9 @@ def _scan_rule(func: Callable[..., Any], kind: str) -> OpRule:
         no_more_arguments(name, {k: v for k, v in given.items() if k not in names})
         x = pop_dtensor(name, given, names[0])
         if given.get("out") is not None:
-            raise ShardingError(f"numpy.{func.__name__} on DTensors: expected out= as a keyword (it rebinds), got it by position")
+            raise ShardingError(f"{name} on DTensors: expected out= as a keyword (it rebinds), got it by position")
         if given.get("include_initial"):
-            raise ShardingError(f"numpy.{func.__name__} on DTensors: expected include_initial=False, got True "
+            raise ShardingError(f"{name} on DTensors: expected include_initial=False, got True "
                                 f"(the Array API namespace's cumulative_sum/cumulative_prod take it)")
         axis = given.get("axis")
         if axis is None and cumulative and x.ndim != 1:
