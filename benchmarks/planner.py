@@ -11,6 +11,9 @@ from {S(0), S(1), S(2), R} on every mesh dim, the same pairs for both sides.
 * after: ``dtensor_np.plan_redistribute`` with its plan cache cleared, the
   fastest of ``--reps`` runs per pair (the others are the shared machine's
   noise); which search ran (exact, approximate, greedy fallback) is counted.
+  The first line says whether the search ran compiled (``dtensor_np.native``;
+  ``DTENSOR_NP_PURE=1`` runs the source: the same plans, about 2.2 times
+  slower).
 * cost: every plan's cost (``planner.plan_cost``, the planner's cost model)
   over the greedy plan's (``planner.greedy_cost``, the same model):
   min/median/max and how many pairs are strictly cheaper than greedy.
@@ -55,7 +58,7 @@ import seeded_pairs  # noqa: E402
 
 import dtensor_np as dt  # noqa: E402
 from dtensor_np import DeviceMesh, DTensorSpec, Partial, Replicate, Shard, TensorMeta  # noqa: E402
-from dtensor_np import planner  # noqa: E402
+from dtensor_np import native, planner  # noqa: E402
 from dtensor_np.placements import REDUCE_OPS  # noqa: E402
 
 MESHES = ((2, 2), (2, 2, 2), (2, 2, 2, 2), (4, 4, 4, 4), (2, 2, 2, 2, 2), (8, 8, 4, 2, 2), (2, 2, 2, 2, 2, 2))
@@ -281,7 +284,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     meshes = [tuple(int(x) for x in m.split(",")) for m in args.meshes.split(";") if m]
     load = os.getloadavg()
     print(f"# {date.today()}, Python {platform.python_version()}, {os.cpu_count()} cores, "
-          f"load average {load[0]:.2f} at the start", flush=True)
+          f"load average {load[0]:.2f} at the start; plan_search: {native.status()['dtensor_np.plan_search']}",
+          flush=True)
     if args.full:
         print("| mesh | full search, no budget: ms median / p90 / max | states expanded median / p90 / max "
               "| sum of plan costs |\n|---|---|---|---|")

@@ -20,6 +20,13 @@ Example:
     True
 """
 
+# First: the modules that may run compiled are loaded by the guard that keeps a stale build out
+# (dtensor_np.native), before anything imports them.
+from . import native
+
+for _name in native.COMPILED:
+    native.load(_name)
+
 from collectives import CommCounter, SpmdError, check_spmd, comm_counter
 
 from .dispatch import fallback_counts, replicate_fallback

@@ -46,8 +46,9 @@ split there, shrinking the array for the collectives after it; an
 all_to_all out of the way of a swap); on 5 and 6 the cheapest plans mostly
 shrink the array as far as they can first, park what they shrank on a tensor
 dim that is gathered anyway and gather it with that (the shrunk starts: on 6
-mesh dims the probes match the exhaustive search's cost on 33 of 90 benchmark
-pairs with them, on 30 with depth-2 branching instead).  A ``LANDING`` search
+mesh dims, with the budget of 170 moves, the probes matched the exhaustive
+search's cost on 33 of 90 benchmark pairs with them, on 30 with depth-2
+branching instead).  A ``LANDING`` search
 is short (10 to 60 moves).  ``FULL`` then gets what is left of the budget.
 
 ``PARKING`` (``LANDING`` plus reduce_scatter onto any tensor dim, in mesh dim
@@ -108,12 +109,14 @@ and at :data:`WIDE_BUDGET` from :data:`WIDE_DIMS` on (there a move costs more
 time: more of the states it reaches are new, each with its bound to work out),
 ``FULL`` at what is left; up to :data:`EXACT_DIMS` ``FULL`` alone stops at
 :data:`EXACT_BUDGET`.  The count is deterministic, so every rank plans the
-same steps.  A move is O(ndim + mesh dims) Python work (~2 to 4 us on a
-2-core VM), so a search is O(BUDGET (ndim + mesh dims)); the local rewrites
-after it (below) start no round past :data:`REWRITE_MOVES` walked moves (71
-at most on 584 rewritten plans of 4 to 6 mesh dims), O(mesh dims + ndim) each:
-measured 0.1 to 0.2 ms median on 2 and 3 mesh dims, 0.67 to 0.78 ms median
-and at most 0.94 ms on 4 to 6, the plan's specs built too
+same steps, whether this module runs compiled or not.  A move is O(ndim +
+mesh dims) work (~1 to 2 us on a 2-core VM with the module compiled by mypyc
+at install, :mod:`dtensor_np.native`; ~2 to 4 us from the source), so a
+search is O(BUDGET (ndim + mesh dims)); the local rewrites after it (below)
+start no round past :data:`REWRITE_MOVES` walked moves, O(mesh dims + ndim)
+each.  Measured compiled: 0.04 to 0.06 ms median on 2 and 3 mesh dims, 0.46
+to 0.75 ms median and at most 0.9 ms on 4 to 6, the plan's specs built too;
+from the source, the same plans take about 2.2 times as long
 (benchmarks/README.md).  Worst case without the budget: the number of
 states, exponential in the mesh dims, as the exhaustive search.
 
@@ -125,7 +128,8 @@ up to :data:`EXACT_DIMS` mesh dims of size > 1 on all but the rare pairs
 above).  Otherwise the path is the cheapest that :data:`STAGES` found (the
 probes, unless changed: ``"approximate"``) or the greedy plan (``"greedy"``;
 with no greedy plan, :meth:`_Problem.fallback`), improved by
-:func:`improve_locally`: :func:`merge_gathers` (two all_gathers made one, or
+:func:`improve_locally`, as the greedy plan is too (:data:`IMPROVE_GREEDY`;
+the cheaper of the two kept): :func:`merge_gathers` (two all_gathers made one, or
 a mesh dim moved by an all_to_all onto a tensor dim gathered later, to leave
 with it), :func:`park_early` (a mesh dim Replicate for a while chunked onto a
 tensor dim that is gathered later, an all_reduce made a reduce_scatter onto
@@ -157,6 +161,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator, NamedTuple, Optional, Sequence
 
+from .cost_model import CostModel
 from .placements import Partial, Placement, Replicate, Shard
 from .spec import DTensorSpec, ShardOrder
 
@@ -165,7 +170,6 @@ __all__ = [
     "SearchState",
     "Move",
     "SearchResult",
-    "PlanTuple",
     "COLLECTIVES",
     "freeze_order",
     "search_state",
@@ -180,26 +184,9 @@ __all__ = [
 COLLECTIVES = frozenset(("all_gather", "all_reduce", "reduce_scatter", "all_to_all"))
 
 _R = Replicate()
-
-
-@dataclass(frozen=True, slots=True)
-class CostModel:
-    """Cost of a step in microseconds: ``latency_us`` per collective plus bytes over bandwidth.
-
-    Example:
-        >>> CostModel().collective(1024, bytes_moved=2**20) > CostModel().collective(1024, 0)
-        True
-    """
-
-    latency_us: float = 5.0
-    bytes_per_us: float = 5000.0
-    local_bytes_per_us: float = 20000.0
-
-    def collective(self, group_size: int, bytes_moved: float) -> float:
-        return self.latency_us + bytes_moved / self.bytes_per_us
-
-    def local(self, bytes_touched: float) -> float:
-        return bytes_touched / self.local_bytes_per_us
+# The cap when there is none (no greedy plan): more collectives than any path has; an int, as the
+# counts it is compared with.
+_UNCAPPED = 1 << 30
 
 
 # --------------------------------------------------------------------------
@@ -729,8 +716,8 @@ class _Problem:
                     yield "chunk", (m,), e, size[m], (stacks[:e] + (stacks[e] + (m,),) + stacks[e + 1:], pmask)
             if self.goal_pmask & bit:
                 yield "partition", (m,), -1, size[m], (stacks, pmask | bit)
-        for dims in reduce.values():
-            dims = tuple(dims)
+        for members in reduce.values():
+            dims = tuple(members)
             if tight:  # one collective for all of them: all_reduce, or reduce_scatter
                 bits = 0  # into the target's next slots or onto an unsettled stack in any order
                 for m in dims:
@@ -799,14 +786,16 @@ class _Problem:
         """
         stacks0, pmask0 = self.start
         smask = self.info(stacks0)[1]
-        free = [("chunk", (m,), 1 << m) for m in self.live if not (smask | pmask0) >> m & 1]
-        reductions = [("reduce_scatter", tuple(m for m in self.live if bits >> m & 1), bits)
+        # (kind, mesh dims, their mask): the pushes of one shrunk start
+        free: list[tuple[str, tuple[int, ...], int]] = [("chunk", (m,), 1 << m) for m in self.live if not (smask | pmask0) >> m & 1]
+        reductions: list[tuple[str, tuple[int, ...], int]] = [("reduce_scatter", tuple(m for m in self.live if bits >> m & 1), bits)
                       for bits in self.pending_ops(pmask0).values()]
         kinds = [part for part in (reductions, free, reductions + free if reductions and free else []) if part]
         nodes = []
         for e in self.push_targets(stacks0):
             for part in kinds:  # walked here, not by walk(): legal by construction, and not worth caching
-                stacks, pmask, shards, g, links = stacks0, pmask0, self.start_shards, 0.0, None
+                stacks, pmask, shards, g = stacks0, pmask0, self.start_shards, 0.0
+                links: Optional[tuple] = None
                 for kind, dims, bits in part:
                     k = self.product(bits)
                     g += self.step_cost(kind, k, self.nbytes / shards)
@@ -940,7 +929,7 @@ class _Problem:
 
     def external(self, imoves: Sequence[_IMove]) -> tuple[Move, ...]:
         """Internal moves as a path of :data:`Move` (the states the exhaustive search names)."""
-        path = []
+        path: list = []  # of Move (the placements before a move may be None only on size-1 mesh dims)
         placements, order = self.ext_start
         for kind, dims, e in imoves:
             orders = dict(order)
@@ -986,7 +975,7 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
     ``budget`` counts the moves looked at: past it the search stops, incomplete.
     """
     goal = pb.goal
-    bound = pb.bound if pb.bound is not None else math.inf
+    bound = pb.bound if pb.bound is not None else _UNCAPPED
     start = pb.start
     nbytes = pb.nbytes
     heuristic = pb.heuristic
@@ -1088,7 +1077,7 @@ def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
     The cheapest path found below ``upper`` (or None), and the moves looked at, the probes' first
     moves counted too; past ``budget`` the probes stop.
     """
-    bound = pb.bound if pb.bound is not None else math.inf
+    bound = pb.bound if pb.bound is not None else _UNCAPPED
     nbytes = pb.nbytes
     heuristic = pb.heuristic
     hcache = pb._h
@@ -1176,23 +1165,6 @@ def greedy_path(start: SearchState, goal: Optional[SearchState], mesh_shape: tup
     return tuple(path)
 
 
-class PlanTuple(tuple):
-    """A plan: its steps, as a tuple, and ``method``, which search found them (see :class:`SearchResult`).
-
-    Example:
-        >>> plan = PlanTuple(("a", "b"), "approximate")
-        >>> plan == ("a", "b"), plan.method, PlanTuple(()).method
-        (True, 'approximate', 'exact')
-    """
-
-    method: str
-
-    def __new__(cls, steps: Sequence = (), method: str = "exact") -> "PlanTuple":
-        self = super().__new__(cls, steps)
-        self.method = method
-        return self
-
-
 @dataclass(frozen=True)
 class SearchResult:
     """A path and how it was found.
@@ -1220,14 +1192,18 @@ class SearchResult:
 # dims) and checked on seed 3 and on --mixed pairs (module docstring).
 STAGES: tuple[tuple[int, Optional[float]], ...] = ((PROBES, None),)
 # The budget on 4 mesh dims of size > 1: about the most that plans every pair of
-# benchmarks/planner.py and of --mixed within 1 ms on a 2-core VM, the rewrites and the plan's
-# specs included.
-BUDGET = 205
+# benchmarks/planner.py and of --mixed within 1 ms on a 2-core VM with this module compiled
+# (dtensor_np.native; the source takes about 2.2 times as long for the same plans), the rewrites
+# and the plan's specs included.  Benchmark pairs of 4 to 6 mesh dims, seeds 0 to 2 (seed 3 held
+# out): 350 of 450 as cheap as the exhaustive search's plan (119 of 150), 1.023 times its cost
+# (geometric mean; 1.024), against 330 (116) and 1.038 (1.030) with the budgets of 205 and 170
+# that the source met 1 ms with, and 352, 1.022 with 500 and 380.
+BUDGET = 480
 # From WIDE_DIMS mesh dims of size > 1 on a probe's move costs more time (more of the states it
 # reaches are new, each with its bound worked out; more probes, each set up), and the plans are
 # longer to rewrite and to build: a smaller budget.  Each shrunk start counts as a move.
 WIDE_DIMS = 5
-WIDE_BUDGET = 170
+WIDE_BUDGET = 380
 # The full search counts more than its moves: an expansion as 2 moves, the bound with no collective
 # to spare (_Problem.tight) as 3 (measured on this VM: 2.1 us a move, 4.2 an expansion, 5.6 the
 # bound), so that its budget stands for time as the probes' does.
@@ -1250,12 +1226,17 @@ PROBE_ROOT = 150
 SHRUNK_FROM = 5
 SHRUNK_MOVES = 100
 # The local rewrites after an unproved search start no round once they have walked this many moves
-# (a few rounds of park_early, fold_moves and reorder_moves after merge_gathers on a path of 10
+# (several rounds of park_early, fold_moves and reorder_moves after merge_gathers on a path of 10
 # moves; a rewritten path walks only from its first changed move).  Benchmark pairs of 4 to 6 mesh
-# dims: 330 of 450 as cheap as the exhaustive search's plan, 1.038 times its cost (geometric mean),
-# 1.79 times at worst (1.68 on 6 mesh dims), against 311, 1.060 and 2.88 with merge_gathers alone;
-# 24 moves: 327, 1.042, 1.88; no limit: 331, 1.038, 1.79, with up to 0.2 ms more.
-REWRITE_MOVES = 48
+# dims (seeds 0 to 2) as cheap as the exhaustive search's plan, and the geometric mean of the cost
+# over it: 350 of 450 and 1.0232 with 100 moves, against 334 and 1.035 with merge_gathers alone;
+# 48 moves: 350, 1.0235; no limit: 350, 1.0229, up to 0.06 ms later.
+REWRITE_MOVES = 100
+# Besides the best path found, the greedy plan is improved by the rewrites too, and the cheaper of
+# the two kept: they reach different local optima (a probe's cheaper path is not always the better
+# start).  Seeds 0 to 2: 350 of 450 and 1.023 with it, 348 and 1.024 without (seed 3: 119 and 118 of
+# 150); 0.03 ms more (median).
+IMPROVE_GREEDY = True
 
 
 def _probe_depth(live: int) -> int:
@@ -1291,7 +1272,8 @@ def merge_gathers(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple
     costs, states, counts = walked
     cost = sum(costs)
     for _ in range(len(best)):  # each rewrite takes a move out or moves a mesh dim onto another stack
-        found = None
+        found: Optional[tuple[_IMove, ...]] = None
+        found_walk: tuple = ()
         for i, (kind, dims, _) in enumerate(best):
             if kind != "all_gather":
                 continue
@@ -1327,7 +1309,7 @@ def merge_gathers(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple
         if found is None:
             break
         best = found
-        costs, states, counts = pb._walks.setdefault(best, found_walk)  # the rest of the path unchanged
+        costs, states, counts = pb._walks.setdefault(best, found_walk) or found_walk  # the rest of the path unchanged
         cost = sum(costs)
     return best, cost
 
@@ -1630,10 +1612,11 @@ def search_path(
     live = len(pb.live)
     # up to EXACT_DIMS mesh dims of size > 1 the full search runs alone (module docstring)
     stages = STAGES if (budget is not None or live > EXACT_DIMS) else ()
+    total: float
     if budget is not None:
         total = budget
     else:
-        total = EXACT_BUDGET if live <= EXACT_DIMS else BUDGET if live < WIDE_DIMS else WIDE_BUDGET
+        total = float(EXACT_BUDGET if live <= EXACT_DIMS else BUDGET if live < WIDE_DIMS else WIDE_BUDGET)
     # the best path so far, as internal moves (converted once, at the end)
     best_moves: Optional[tuple[_IMove, ...]] = None
     best_cost = math.inf
@@ -1665,6 +1648,10 @@ def search_path(
         method = "exact"
     else:  # not proved optimal: improved by local rewrites
         improved, cost = improve_locally(pb, best_moves)
+        if IMPROVE_GREEDY and greedy is not None and method != "greedy":
+            other, other_cost = improve_locally(pb, pb.internal(greedy))
+            if other_cost < cost:
+                improved, cost = other, other_cost
         if cost < best_cost:
             best_moves, best_cost, method = improved, cost, "approximate"
     best_path = greedy if greedy is not None and method == "greedy" else pb.external(best_moves)

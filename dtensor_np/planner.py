@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 from collectives import Groups, group_layout
 from collectives.ops import KINDS, OPS
@@ -52,9 +52,8 @@ from collectives.ops import KINDS, OPS
 from .errors import ShardingError
 from .int_tuple import product
 from .placements import Partial, Placement, Replicate, Shard
+from .cost_model import CostModel
 from .plan_search import (
-    CostModel,
-    PlanTuple,
     exhaustive_path,
     freeze_order,
     greedy_path,
@@ -171,6 +170,23 @@ def _to_dst_meta(src: DTensorSpec, dst: DTensorSpec) -> DTensorSpec:
     if dst.tensor_meta is None:
         return DTensorSpec(dst.mesh, dst.placements, src.tensor_meta, dst.shard_order)
     return dst
+
+
+class PlanTuple(tuple):
+    """A plan: its steps, as a tuple, and ``method``, which search found them (``SearchResult.method``).
+
+    Example:
+        >>> plan = PlanTuple(("a", "b"), "approximate")
+        >>> plan == ("a", "b"), plan.method, PlanTuple(()).method
+        (True, 'approximate', 'exact')
+    """
+
+    method: str
+
+    def __new__(cls, steps: Sequence = (), method: str = "exact") -> "PlanTuple":
+        self = super().__new__(cls, steps)
+        self.method = method
+        return self
 
 
 def plan_redistribute(src_spec: DTensorSpec, dst_spec: DTensorSpec, cost_model: Optional[CostModel] = None) -> tuple[Step, ...]:

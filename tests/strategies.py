@@ -1,4 +1,4 @@
-"""Hypothesis strategies shared by the tests: meshes, placements, shapes, dtypes; and ``per_rank``."""
+"""Hypothesis strategies shared by the tests: meshes, placements, shapes, dtypes, the planner's spec pairs; and ``per_rank``."""
 
 from __future__ import annotations
 
@@ -68,3 +68,61 @@ def per_rank(world: Any, mesh: dt.DeviceMesh, make: Callable[[int], Any]) -> Any
     if mesh.backend == "mpi":
         return make(world.ranks[0])
     return {r: make(r) for r in range(mesh.world_size)}
+
+
+@st.composite
+def planner_meshes(draw, max_ndim=6, max_live=3, max_ranks=64, sizes=(2, 3, 4), min_live=0):
+    """1- to ``max_ndim``-dim meshes with ``min_live`` (or all, if fewer) to ``max_live`` dims of size > 1
+    (those that fit in ``max_ranks`` ranks)."""
+    ndim = draw(st.integers(1, max_ndim))
+    live = draw(st.integers(min(min_live, ndim, max_live), min(max_live, ndim)))
+    where = draw(st.permutations(range(ndim)))[:live]
+    shape = [1] * ndim
+    ranks = 1
+    for m in sorted(where):
+        size = draw(st.sampled_from([s for s in sizes if ranks * s <= max_ranks] or [1]))
+        shape[m] = size
+        ranks *= size
+    return tuple(shape)
+
+
+@st.composite
+def shard_orders(draw, placements):
+    """A shard order for ``placements``: the mesh dims of every tensor dim in a drawn order."""
+    by_dim: dict[int, list[int]] = {}
+    for m, p in enumerate(placements):
+        if isinstance(p, dt.Shard):
+            by_dim.setdefault(p.dim, []).append(m)
+    if not draw(st.booleans()):
+        return None
+    return tuple((d, tuple(draw(st.permutations(ms)))) for d, ms in sorted(by_dim.items()))
+
+
+@st.composite
+def spec_pairs(draw, max_ndim=6, max_live=3, max_ranks=64, sizes=(2, 3, 4), dtype="float32", with_orders=True,
+               min_live=0, max_tensor_ndim=4):
+    """A source and a target spec the planner accepts (a new Partial only from Replicate): meshes of 1 to
+    ``max_ndim`` dims (:func:`planner_meshes`), arrays of 1 to ``max_tensor_ndim`` dims with sides 0 to 9,
+    every placement kind, Partial of every reduce op, shard orders other than the default."""
+    mesh_shape = draw(planner_meshes(max_ndim, max_live, max_ranks, sizes, min_live))
+    shape = tuple(draw(st.lists(st.integers(0, 9), min_size=1, max_size=max_tensor_ndim)))
+    ops = [draw(st.sampled_from(REDUCE_OPS)) for _ in mesh_shape]
+
+    def placement(m, allowed):
+        options = [dt.Shard(d) for d in range(len(shape))] + [dt.Replicate(), dt.Partial(ops[m])]
+        return draw(st.sampled_from([p for p in options if allowed(p)]))
+
+    src = tuple(placement(m, lambda p: True) for m in range(len(mesh_shape)))
+    dst = []
+    for m, a in enumerate(src):
+        if mesh_shape[m] == 1:  # one rank: any placement, any reduce op
+            anything = [dt.Shard(0), dt.Replicate(), dt.Partial(draw(st.sampled_from(REDUCE_OPS)))]
+            dst.append(draw(st.sampled_from(anything)))
+        else:
+            dst.append(placement(m, lambda p, a=a: not isinstance(p, dt.Partial) or a in (dt.Replicate(), p)))
+    dst = tuple(dst)
+    mesh = dt.DeviceMesh(mesh_shape)
+    meta = dt.TensorMeta(shape, dtype)
+    src_order = draw(shard_orders(src)) if with_orders else None
+    dst_order = draw(shard_orders(dst)) if with_orders else None
+    return dt.DTensorSpec(mesh, src, meta, src_order), dt.DTensorSpec(mesh, dst, meta, dst_order)

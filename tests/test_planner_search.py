@@ -33,7 +33,7 @@ from dtensor_np.planner import (
     plan_greedy,
 )
 
-from strategies import REDUCE_OPS, full_array
+from strategies import full_array, spec_pairs
 
 R = Replicate()
 
@@ -59,61 +59,6 @@ def greedy_applies(src, dst):
 
 def same_cost(a, b):
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
-
-
-@st.composite
-def mesh_shapes(draw, max_ndim=6, max_live=3, max_ranks=64, sizes=(2, 3, 4), min_live=0):
-    """1- to ``max_ndim``-dim meshes with ``min_live`` (or all, if fewer) to ``max_live`` dims of size > 1
-    (those that fit in ``max_ranks`` ranks)."""
-    ndim = draw(st.integers(1, max_ndim))
-    live = draw(st.integers(min(min_live, ndim, max_live), min(max_live, ndim)))
-    where = draw(st.permutations(range(ndim)))[:live]
-    shape = [1] * ndim
-    ranks = 1
-    for m in sorted(where):
-        size = draw(st.sampled_from([s for s in sizes if ranks * s <= max_ranks] or [1]))
-        shape[m] = size
-        ranks *= size
-    return tuple(shape)
-
-
-@st.composite
-def orders(draw, placements):
-    """A shard order for ``placements``: the mesh dims of every tensor dim in a drawn order."""
-    by_dim: dict[int, list[int]] = {}
-    for m, p in enumerate(placements):
-        if isinstance(p, Shard):
-            by_dim.setdefault(p.dim, []).append(m)
-    if not draw(st.booleans()):
-        return None
-    return tuple((d, tuple(draw(st.permutations(ms)))) for d, ms in sorted(by_dim.items()))
-
-
-@st.composite
-def spec_pairs(draw, max_ndim=6, max_live=3, max_ranks=64, sizes=(2, 3, 4), dtype="float32", with_orders=True,
-               min_live=0, max_tensor_ndim=4):
-    """A source and a target spec the planner accepts (a new Partial only from Replicate)."""
-    mesh_shape = draw(mesh_shapes(max_ndim, max_live, max_ranks, sizes, min_live))
-    shape = tuple(draw(st.lists(st.integers(0, 9), min_size=1, max_size=max_tensor_ndim)))
-    ops = [draw(st.sampled_from(REDUCE_OPS)) for _ in mesh_shape]
-
-    def placement(m, allowed):
-        options = [Shard(d) for d in range(len(shape))] + [R, Partial(ops[m])]
-        return draw(st.sampled_from([p for p in options if allowed(p)]))
-
-    src = tuple(placement(m, lambda p: True) for m in range(len(mesh_shape)))
-    dst = []
-    for m, a in enumerate(src):
-        if mesh_shape[m] == 1:  # one rank: any placement, any reduce op
-            dst.append(draw(st.sampled_from([Shard(0), R, Partial(draw(st.sampled_from(REDUCE_OPS)))])))
-        else:
-            dst.append(placement(m, lambda p, a=a: not isinstance(p, Partial) or a in (R, p)))
-    dst = tuple(dst)
-    mesh = DeviceMesh(mesh_shape)
-    meta = TensorMeta(shape, dtype)
-    src_order = draw(orders(src)) if with_orders else None
-    dst_order = draw(orders(dst)) if with_orders else None
-    return DTensorSpec(mesh, src, meta, src_order), DTensorSpec(mesh, dst, meta, dst_order)
 
 
 def check_plan(src, dst, plan):
@@ -453,6 +398,7 @@ def test_the_probes_find_what_the_landing_search_misses(starved):
     assert plan_cost(plan, src) < 0.4 * greedy_cost(src, dst)
     planner._plan_cached.cache_clear()
     starved.setattr(plan_search, "STAGES", ((plan_search.LANDING, 1000),))
+    starved.setattr(plan_search, "BUDGET", 0)  # nothing left for the full search after it
     assert plan_cost(dt.plan_redistribute(src, dst), src) > exact * 1.1
 
 
@@ -568,11 +514,11 @@ def test_reordering_puts_what_shrinks_the_array_first():
     np.testing.assert_allclose(x.redistribute(placements=dst.placements).full_tensor(), full, rtol=1e-12)
 
 
-def test_the_worst_six_dim_benchmark_pair_costs_less_than_twice_the_optimum(monkeypatch):
-    # benchmarks/planner.py's worst pair on 2x2x2x2x2x2 (seed 0), 2.88 times the optimum before: the probes
-    # find a plan that all_reduces first and gathers everything; the rewrites keep tensor dim 2 split (mesh
-    # dim 3 leaves it by an all_to_all where it was chunked onto tensor dim 0: fold_moves), reduce_scatter
-    # the sum onto it (park_early) and move mesh dim 1 onto it to leave with the sum's mesh dim (merge_gathers)
+def test_the_worst_six_dim_benchmark_pair_costs_less_than_twice_the_optimum():
+    # benchmarks/planner.py's worst pair on 2x2x2x2x2x2 (seed 0) in its fourth version, 2.88 times the
+    # optimum: the probes found a plan that all_reduces first and gathers everything; with the budget of
+    # 170 moves the rewrites brought it to 1.33 times (fold_moves, park_early, merge_gathers), and with
+    # today's budget (380) the probes find 1.07 times themselves
     mesh = DeviceMesh((2,) * 6)
     meta = TensorMeta((64, 64, 64), "float32")
     src = DTensorSpec(mesh, (Shard(0), Shard(0), Shard(1), Shard(2), Shard(1), Partial()), meta)
@@ -585,8 +531,6 @@ def test_the_worst_six_dim_benchmark_pair_costs_less_than_twice_the_optimum(monk
     full = full_array(src.shape, "float32", 6)
     x = dt.distribute_tensor(full, mesh, src.placements)  # by this plan (the cache holds it)
     np.testing.assert_allclose(x.redistribute(placements=dst.placements).full_tensor(), full, rtol=1e-5)
-    monkeypatch.setattr(plan_search, "REWRITE_MOVES", 0)  # merge_gathers alone
-    assert search_result(src, dst).cost > 2.5 * exact.cost
 
 
 def test_a_zero_dim_array_plans_on_five_mesh_dims():
@@ -605,42 +549,49 @@ def test_a_zero_dim_array_plans_on_five_mesh_dims():
     np.testing.assert_allclose(x.redistribute(list(dst.placements)).full_tensor(), full, rtol=1e-6)
 
 
-def test_parking_early_reaches_the_exhaustive_cost_where_the_probes_do_not(monkeypatch):
-    # the probes reduce both sums late; the cheapest plan reduce_scatters them first onto a tensor dim that
-    # is gathered anyway, so the all_gathers after it move half the bytes
-    src = DTensorSpec(DeviceMesh((2, 2, 2, 2)), (Partial(), Partial(), Shard(1), Shard(1)), TensorMeta((64, 64, 64), "float64"))
-    dst = src.with_placements((Shard(1), Shard(1), Shard(1), Shard(2)))
-    exact = plan_cost(plan_exhaustive(src, dst), src)
+@pytest.mark.parametrize("mesh_shape, src_placements, dst_placements", [
+    # benchmarks/planner.py's pairs (seeds 0 and 1) that the rewrites improve most: the search alone
+    # ends 1.47 and 1.60 times above the optimum (merge_gathers alone: the same)
+    ((2,) * 5, (Shard(0), Shard(0), Shard(1), Shard(0), Shard(0)), (Shard(1), Shard(1), Shard(1), Shard(0), Shard(2))),
+    ((2,) * 6, (R, R, R, Shard(0), Partial(), Shard(1)), (Shard(0), Shard(1), Shard(1), Shard(0), Shard(0), R)),
+])
+def test_the_rewrites_reach_the_optimum_where_the_search_alone_does_not(monkeypatch, mesh_shape, src_placements,
+                                                                        dst_placements):
+    src = DTensorSpec(DeviceMesh(mesh_shape), src_placements, TensorMeta((64, 64, 64), "float64"))
+    dst = src.with_placements(dst_placements)
+    exact = search_result(src, dst, budget=math.inf).cost  # the full search with no budget: the optimum
     fresh_plans()
     plan = dt.plan_redistribute(src, dst)
     check_plan(src, dst, plan)
     assert plan.method == "approximate" and same_cost(plan_cost(plan, src), exact)
     full = full_array(src.shape, "float64", 3)
-    x = dt.distribute_tensor(full, src.mesh, src.placements)  # Partial: each rank holds a share of the sum
+    x = dt.distribute_tensor(full, src.mesh, src.placements)  # by this plan
     np.testing.assert_allclose(x.redistribute(placements=dst.placements).full_tensor(), full, rtol=1e-12)
     fresh_plans()
     monkeypatch.setattr(plan_search, "REWRITE_MOVES", 0)  # merge_gathers alone
-    assert plan_cost(dt.plan_redistribute(src, dst), src) > exact * 1.4
+    assert search_result(src, dst).cost > exact * 1.4
     fresh_plans()
 
 
 def test_the_shrunk_starts_reach_the_exhaustive_cost_on_five_mesh_dims(monkeypatch):
-    # every Replicate mesh dim chunked first onto one tensor dim: the probes as on 4 mesh dims (two
-    # moves of branching from the start, no shrunk starts) miss it
-    src = DTensorSpec(DeviceMesh((2, 2, 2, 2, 2)), (R, R, Shard(1), Shard(2), Shard(1)), TensorMeta((64, 64, 64), "float32"))
-    dst = src.with_placements((Shard(2), Shard(1), Shard(1), Shard(2), Shard(2)))
+    # both sums reduce_scattered first onto one tensor dim (a shrunk start): the probes as on 4 mesh dims
+    # (two moves of branching from the start, no shrunk starts) end 1.8 times above the optimum
+    # (benchmarks/planner.py --seed 4)
+    src = DTensorSpec(DeviceMesh((2, 2, 2, 2, 2)), (Partial(), Partial(), Shard(1), Shard(0), Shard(0)),
+                      TensorMeta((64, 64, 64), "float32"))
+    dst = src.with_placements((Shard(1), R, Shard(0), Shard(0), Shard(0)))
     exact = plan_cost(plan_exhaustive(src, dst), src)
     fresh_plans()
     plan = dt.plan_redistribute(src, dst)
     check_plan(src, dst, plan)
     assert same_cost(plan_cost(plan, src), exact)
     full = full_array(src.shape, "float32", 5)
-    x = dt.distribute_tensor(full, src.mesh, src.placements)  # by this plan
-    assert np.array_equal(x.redistribute(placements=dst.placements).full_tensor(), full)
+    x = dt.distribute_tensor(full, src.mesh, src.placements)  # by this plan; Partial: shares of the sum
+    np.testing.assert_allclose(x.redistribute(placements=dst.placements).full_tensor(), full, rtol=1e-5)
     fresh_plans()
     monkeypatch.setattr(plan_search, "SHRUNK_FROM", 7)
     monkeypatch.setattr(plan_search, "PROBE_DEPTH_DIMS", 5)
-    assert plan_cost(dt.plan_redistribute(src, dst), src) > exact * 1.1
+    assert plan_cost(dt.plan_redistribute(src, dst), src) > exact * 1.5
     fresh_plans()
 
 

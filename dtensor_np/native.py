@@ -1,0 +1,116 @@
+"""The modules that may run compiled (mypyc), and the guard that keeps a stale build out.
+
+``setup.py`` compiles the modules in :data:`COMPILED` with mypyc when it can
+(mypy and a C compiler at install time; ``DTENSOR_NP_PURE=1`` turns it off).
+The compiled module is the same code, so it plans the same steps from the
+same budgets (counted in moves, not time), only faster: about 2.2 times for
+:mod:`dtensor_np.plan_search` (benchmarks/README.md).  Without a build, the
+source runs.
+
+Each build appends ``SOURCE_SHA256``, the hash of the source it compiled, to
+the module.  :func:`load` keeps a compiled module only while that hash matches
+the ``.py`` beside it: after an edit (an editable install is not rebuilt by
+editing), the source runs and a ``RuntimeWarning`` says to rebuild with
+``pip install -e .``.  ``dtensor_np/__init__.py`` calls it before anything
+imports these modules.  :func:`status` says what ran.
+
+Example:
+    >>> import dtensor_np
+    >>> from dtensor_np import native
+    >>> native.status()["dtensor_np.plan_search"] in ("compiled", "source", "source (stale build)",
+    ...                                               "source (DTENSOR_NP_PURE)")
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+import warnings
+from pathlib import Path
+from types import ModuleType
+
+__all__ = ["COMPILED", "PURE_ENV", "load", "load_source", "source_hash", "status"]
+
+# The modules setup.py compiles (it reads this tuple).
+COMPILED = ("dtensor_np.plan_search",)
+# Set to 1: always the source, even where a fresh build exists.
+PURE_ENV = "DTENSOR_NP_PURE"
+
+_status: dict[str, str] = {}
+
+
+def source_hash(path: Path) -> str:
+    """The SHA-256 of a source file's bytes, as setup.py appends it to the module it compiles."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def load_source(name: str, as_name: str | None = None) -> ModuleType:
+    """Imports module ``name`` from its ``.py`` file, as ``as_name`` (default ``name``), into sys.modules.
+
+    Under another name the module is a second copy (the compiled one's twin, for comparing them);
+    it must live in the same package, whose relative imports it shares.
+    """
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise ImportError(f"expected an importable module {name!r}, got none")
+    path = Path(spec.origin).with_name(name.rpartition(".")[2] + ".py")
+    as_name = as_name or name
+    source_spec = importlib.util.spec_from_file_location(as_name, path)
+    assert source_spec is not None and source_spec.loader is not None
+    module = importlib.util.module_from_spec(source_spec)
+    sys.modules[as_name] = module
+    try:
+        source_spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[as_name]
+        raise
+    package, _, attr = as_name.rpartition(".")
+    if package in sys.modules:
+        setattr(sys.modules[package], attr, module)
+    return module
+
+
+def load(name: str) -> ModuleType:
+    """Imports ``name``: its compiled build if there is one and it was built from the source beside it,
+    else the source."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise ImportError(f"expected an importable module {name!r}, got none")
+    if spec.origin.endswith(".py"):
+        _status[name] = "source"
+        return importlib.import_module(name)
+    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+        _status[name] = f"source ({PURE_ENV})"
+        return load_source(name)
+    source = Path(spec.origin).with_name(name.rpartition(".")[2] + ".py")
+    try:
+        module = importlib.import_module(name)
+        fresh = getattr(module, "SOURCE_SHA256", None) == source_hash(source)
+    except Exception:  # a stale build may not even import against today's sources
+        fresh = False
+    if fresh:
+        _status[name] = "compiled"
+        return module
+    sys.modules.pop(name, None)
+    _status[name] = "source (stale build)"
+    warnings.warn(f"{name}: the compiled build ({Path(spec.origin).name}) is older than {source.name}; running "
+                  f"the source, slower, until it is rebuilt (pip install -e .)", RuntimeWarning, stacklevel=2)
+    return load_source(name)
+
+
+def status() -> dict[str, str]:
+    """For each module of :data:`COMPILED`: ``"compiled"``, ``"source"`` (no build),
+    ``"source (stale build)"`` or ``"source (DTENSOR_NP_PURE)"``.
+
+    Example:
+        >>> import dtensor_np
+        >>> sorted(status())
+        ['dtensor_np.plan_search']
+    """
+    return {name: _status.get(name, "not imported") for name in COMPILED}
