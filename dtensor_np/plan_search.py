@@ -114,9 +114,10 @@ mesh dims) work (~1 to 2 us on a 2-core VM with the module compiled by mypyc
 at install, :mod:`dtensor_np.native`; ~2 to 4 us from the source), so a
 search is O(BUDGET (ndim + mesh dims)); the local rewrites after it (below)
 start no round past :data:`REWRITE_MOVES` walked moves, O(mesh dims + ndim)
-each.  Measured compiled: 0.04 to 0.06 ms median on 2 and 3 mesh dims, 0.46
-to 0.75 ms median and at most 0.9 ms on 4 to 6, the plan's specs built too;
-from the source, the same plans take about 2.2 times as long
+each.  Measured compiled: 0.04 to 0.06 ms median on 2 and 3 mesh dims, 0.45
+to 0.79 ms median and at most 0.93 ms on 4 to 6 (benchmarks/planner.py's
+pairs of seeds 0 to 3 and their --mixed pairs), the plan's specs built too;
+from the source, the same plans take about 2 times as long
 (benchmarks/README.md).  Worst case without the budget: the number of
 states, exponential in the mesh dims, as the exhaustive search.
 
@@ -1193,7 +1194,7 @@ class SearchResult:
 STAGES: tuple[tuple[int, Optional[float]], ...] = ((PROBES, None),)
 # The budget on 4 mesh dims of size > 1: about the most that plans every pair of
 # benchmarks/planner.py and of --mixed within 1 ms on a 2-core VM with this module compiled
-# (dtensor_np.native; the source takes about 2.2 times as long for the same plans), the rewrites
+# (dtensor_np.native; the source takes about 2 times as long for the same plans), the rewrites
 # and the plan's specs included.  Benchmark pairs of 4 to 6 mesh dims, seeds 0 to 2 (seed 3 held
 # out): 350 of 450 as cheap as the exhaustive search's plan (119 of 150), 1.023 times its cost
 # (geometric mean; 1.024), against 330 (116) and 1.038 (1.030) with the budgets of 205 and 170
