@@ -787,10 +787,12 @@ class _Problem:
         """
         stacks0, pmask0 = self.start
         smask = self.info(stacks0)[1]
-        # (kind, mesh dims, their mask): the pushes of one shrunk start
-        free: list[tuple[str, tuple[int, ...], int]] = [("chunk", (m,), 1 << m) for m in self.live if not (smask | pmask0) >> m & 1]
-        reductions: list[tuple[str, tuple[int, ...], int]] = [("reduce_scatter", tuple(m for m in self.live if bits >> m & 1), bits)
-                      for bits in self.pending_ops(pmask0).values()]
+        # the pushes of one shrunk start: (kind, mesh dims, their mask)
+        free: list[tuple[str, tuple[int, ...], int]] = [
+            ("chunk", (m,), 1 << m) for m in self.live if not (smask | pmask0) >> m & 1]
+        reductions: list[tuple[str, tuple[int, ...], int]] = [
+            ("reduce_scatter", tuple(m for m in self.live if bits >> m & 1), bits)
+            for bits in self.pending_ops(pmask0).values()]
         kinds = [part for part in (reductions, free, reductions + free if reductions and free else []) if part]
         nodes = []
         for e in self.push_targets(stacks0):
@@ -1310,7 +1312,8 @@ def merge_gathers(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple
         if found is None:
             break
         best = found
-        costs, states, counts = pb._walks.setdefault(best, found_walk) or found_walk  # the rest of the path unchanged
+        pb._walks.setdefault(best, found_walk)  # the rest of the path unchanged
+        costs, states, counts = found_walk
         cost = sum(costs)
     return best, cost
 
