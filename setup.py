@@ -1,10 +1,14 @@
 """Builds dtensor_np (its metadata is in setup.cfg), compiling dtensor_np.native.COMPILED with mypyc where it can.
 
-The compiled modules are optional: without mypy or a C compiler, with a type
-error mypyc refuses, or with ``DTENSOR_NP_PURE=1``, the install is pure
-Python and plans the same steps, more slowly (dtensor_np/native.py).  Each
-module is compiled from a staged copy of the sources with ``SOURCE_SHA256``
-(the hash of its ``.py``) appended, which dtensor_np.native checks at import.
+The compiled modules are optional: without a C compiler, with a type error
+mypyc refuses, with ``DTENSOR_NP_PURE=1``, or without mypy (a build
+requirement in pyproject.toml: only a ``--no-build-isolation`` install can
+lack it), the install is pure Python and plans the same steps, more slowly
+(dtensor_np/native.py), and a build that an earlier install left in the tree
+is removed.  Each module is compiled from a staged copy of the sources with
+``SOURCE_SHA256`` (the hash of its ``.py``) appended, which dtensor_np.native
+checks at import.  Only commands that build run mypyc, not pip's metadata
+steps.
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ from pathlib import Path
 from setuptools import setup
 
 HERE = Path(__file__).resolve().parent
-STAGE = Path("build", "mypyc_src")  # relative: setuptools runs this from HERE and wants relative sources
+# relative paths: setuptools wants an extension's sources relative to setup.py's directory
+STAGE = Path("build", "mypyc_src")
+TARGET = Path("build", "mypyc")
+BUILDS = {"build", "build_ext", "bdist_wheel", "editable_wheel", "develop", "install", "bdist_egg"}
 
 
 def compiled_modules() -> tuple[str, ...]:
@@ -34,7 +41,6 @@ def compiled_modules() -> tuple[str, ...]:
 def staged_sources(modules: tuple[str, ...]) -> list[str]:
     """The packages copied to STAGE (mypy reads the modules they import), each compiled module with
     its source hash appended; the paths of the compiled modules' copies."""
-    os.chdir(HERE)
     shutil.rmtree(STAGE, ignore_errors=True)
     for package in ("dtensor_np", "collectives"):
         shutil.copytree(HERE / package, STAGE / package, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyc"))
@@ -49,22 +55,42 @@ def staged_sources(modules: tuple[str, ...]) -> list[str]:
     return paths
 
 
+def remove_builds(modules: tuple[str, ...]) -> None:
+    """Deletes the in-tree builds of ``modules`` (an editable install's), so the source runs."""
+    for name in modules:
+        package, _, base = name.rpartition(".")
+        folder = HERE / Path(*package.split("."))
+        for pattern in (f"{base}.*.so", f"{base}__mypyc.*.so", f"{base}.*.pyd", f"{base}__mypyc.*.pyd"):
+            for built in folder.glob(pattern):
+                print(f"dtensor_np: removing {built.name}, built before", file=sys.stderr)
+                built.unlink()
+
+
+def pure(modules: tuple[str, ...], why: str) -> list:
+    print(f"dtensor_np: {why}; building pure Python", file=sys.stderr)
+    remove_builds(modules)
+    return []
+
+
 def native_extensions() -> list:
-    if os.environ.get("DTENSOR_NP_PURE", "") not in ("", "0"):
+    """The mypyc extensions of dtensor_np.native.COMPILED (optional: no C compiler, no extension),
+    or none, with the reason on stderr."""
+    if not BUILDS & set(sys.argv[1:]):  # metadata only (pip's egg_info, dist_info)
         return []
+    os.chdir(HERE)
+    modules = compiled_modules()
+    if os.environ.get("DTENSOR_NP_PURE", "") not in ("", "0"):  # dtensor_np.native.PURE_ENV
+        return pure(modules, "DTENSOR_NP_PURE is set")
     try:
         from mypyc.build import mypycify
     except ImportError:
-        print("dtensor_np: mypy is not installed; building pure Python", file=sys.stderr)
-        return []
+        return pure(modules, "mypy is not installed")
     try:
         # the modules it does not compile are read for their types only (their errors are not this build's)
         options = ["--follow-imports=silent", "--ignore-missing-imports"]
-        extensions = mypycify(options + staged_sources(compiled_modules()), opt_level="3",
-                              target_dir=str(Path("build", "mypyc")))
+        extensions = mypycify(options + staged_sources(modules), opt_level="3", target_dir=str(TARGET))
     except (Exception, SystemExit) as exc:  # mypyc exits on a type error it cannot compile
-        print(f"dtensor_np: not compiled ({exc!r}); building pure Python", file=sys.stderr)
-        return []
+        return pure(modules, f"mypyc failed ({exc!r})")
     for extension in extensions:
         extension.optional = True  # no C compiler: pure Python
     return extensions

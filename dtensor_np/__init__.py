@@ -26,6 +26,7 @@ from . import native
 
 for _name in native.COMPILED:
     native.load(_name)
+del _name
 
 from collectives import CommCounter, SpmdError, check_spmd, comm_counter
 

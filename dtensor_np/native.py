@@ -10,9 +10,10 @@ source runs.
 Each build appends ``SOURCE_SHA256``, the hash of the source it compiled, to
 the module.  :func:`load` keeps a compiled module only while that hash matches
 the ``.py`` beside it: after an edit (an editable install is not rebuilt by
-editing), the source runs and a ``RuntimeWarning`` says to rebuild with
-``pip install -e .``.  ``dtensor_np/__init__.py`` calls it before anything
-imports these modules.  :func:`status` says what ran.
+editing), or with a build that does not import, the source runs and a
+``RuntimeWarning`` (on every rank) says to rebuild with ``pip install -e .``.
+``dtensor_np/__init__.py`` calls it before anything imports these modules.
+:func:`status` says what ran.
 
 Example:
     >>> import dtensor_np
@@ -33,7 +34,7 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["COMPILED", "PURE_ENV", "load", "load_source", "source_hash", "status"]
+__all__ = ["COMPILED", "PURE_ENV", "load", "load_source", "pure_requested", "source_hash", "status"]
 
 # The modules setup.py compiles (it reads this tuple).
 COMPILED = ("dtensor_np.plan_search",)
@@ -41,6 +42,11 @@ COMPILED = ("dtensor_np.plan_search",)
 PURE_ENV = "DTENSOR_NP_PURE"
 
 _status: dict[str, str] = {}
+
+
+def pure_requested() -> bool:
+    """Whether :data:`PURE_ENV` asks for the sources (set, and not ``0``)."""
+    return os.environ.get(PURE_ENV, "") not in ("", "0")
 
 
 def source_hash(path: Path) -> str:
@@ -85,7 +91,7 @@ def load(name: str) -> ModuleType:
     if spec.origin.endswith(".py"):
         _status[name] = "source"
         return importlib.import_module(name)
-    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+    if pure_requested():
         _status[name] = f"source ({PURE_ENV})"
         return load_source(name)
     source = Path(spec.origin).with_name(name.rpartition(".")[2] + ".py")
@@ -99,8 +105,9 @@ def load(name: str) -> ModuleType:
         return module
     sys.modules.pop(name, None)
     _status[name] = "source (stale build)"
-    warnings.warn(f"{name}: the compiled build ({Path(spec.origin).name}) is older than {source.name}; running "
-                  f"the source, slower, until it is rebuilt (pip install -e .)", RuntimeWarning, stacklevel=2)
+    warnings.warn(f"{name}: the compiled build ({Path(spec.origin).name}) was not built from this {source.name} "
+                  f"(or does not import); running the source, slower, until it is rebuilt (pip install -e .)",
+                  RuntimeWarning, stacklevel=2)
     return load_source(name)
 
 

@@ -292,16 +292,20 @@ def moves(state: SearchState, goal: SearchState, mesh_shape: tuple[int, ...], nd
 
 
 def _kind_cost(kind: str, k: int, local: float, model: CostModel) -> float:
-    """The cost of a step of ``kind`` over a group of ``k`` ranks on local blocks of ``local`` bytes."""
+    """The cost of a step of ``kind`` over a group of ``k`` ranks on local blocks of ``local`` bytes.
+
+    A Python float whatever number type the model returns (NumPy's float32, a Fraction): the
+    searches add and compare in float64 alike, compiled or not (dtensor_np.native).
+    """
     if kind == "all_gather":
-        return model.collective(k, (k - 1) * local)
+        return float(model.collective(k, (k - 1) * local))
     if kind == "all_reduce":
-        return model.collective(k, 2 * (k - 1) / k * local)
+        return float(model.collective(k, 2 * (k - 1) / k * local))
     if kind in ("reduce_scatter", "all_to_all"):
-        return model.collective(k, (k - 1) / k * local)
+        return float(model.collective(k, (k - 1) / k * local))
     if kind == "chunk":
-        return model.local(local / k)
-    return model.local(local)
+        return float(model.local(local / k))
+    return float(model.local(local))
 
 
 def step_cost(kind: str, dims: tuple[int, ...], state: SearchState, nbytes: int, mesh_shape: tuple[int, ...], model: CostModel) -> float:
@@ -1201,12 +1205,12 @@ STAGES: tuple[tuple[int, Optional[float]], ...] = ((PROBES, None),)
 # out): 350 of 450 as cheap as the exhaustive search's plan (119 of 150), 1.023 times its cost
 # (geometric mean; 1.024), against 330 (116) and 1.038 (1.030) with the budgets of 205 and 170
 # that the source met 1 ms with, and 352, 1.022 with 500 and 380.
-BUDGET = 480
+BUDGET: float = 480
 # From WIDE_DIMS mesh dims of size > 1 on a probe's move costs more time (more of the states it
 # reaches are new, each with its bound worked out; more probes, each set up), and the plans are
 # longer to rewrite and to build: a smaller budget.  Each shrunk start counts as a move.
 WIDE_DIMS = 5
-WIDE_BUDGET = 380
+WIDE_BUDGET: float = 380
 # The full search counts more than its moves: an expansion as 2 moves, the bound with no collective
 # to spare (_Problem.tight) as 3 (measured on this VM: 2.1 us a move, 4.2 an expansion, 5.6 the
 # bound), so that its budget stands for time as the probes' does.
@@ -1216,25 +1220,25 @@ EXACT_DIMS = 3
 # Up to EXACT_DIMS mesh dims of size > 1 the full search runs alone with this budget: it finishes on
 # all but 1 of 2,584 random --mixed pairs of up to 3 such dims (378 units at most on the others;
 # the one, with no greedy plan to cap its collectives, needs 588, 1.1 ms).
-EXACT_BUDGET = 420
+EXACT_BUDGET: float = 420
 PROBE_DEPTH = 2
 PROBE_DEPTH_DIMS = 4
-PROBE_MOVES = 60
-PROBE_ROOT = 150
+PROBE_MOVES: float = 60
+PROBE_ROOT: float = 150
 # From this many mesh dims of size > 1 on, the probes also start from _Problem.shrunk_starts (at
 # most SHRUNK_MOVES moves each), where they branch one move less from the start per mesh dim
 # (_probe_depth: 1 on 5, 0 from 6 on).  On 6, 33 of 90 benchmark pairs as cheap as the exhaustive
 # search's plan, against 30 with depth-2 branching and no shrunk starts; on 5, 125 of 180 either
 # way, 1.037 against 1.041 times its cost (geometric mean).
 SHRUNK_FROM = 5
-SHRUNK_MOVES = 100
+SHRUNK_MOVES: float = 100
 # The local rewrites after an unproved search start no round once they have walked this many moves
 # (several rounds of park_early, fold_moves and reorder_moves after merge_gathers on a path of 10
 # moves; a rewritten path walks only from its first changed move).  Benchmark pairs of 4 to 6 mesh
 # dims (seeds 0 to 2) as cheap as the exhaustive search's plan, and the geometric mean of the cost
 # over it: 350 of 450 and 1.0232 with 100 moves, against 334 and 1.035 with merge_gathers alone;
 # 48 moves: 350, 1.0235; no limit: 350, 1.0229, up to 0.06 ms later.
-REWRITE_MOVES = 100
+REWRITE_MOVES: float = 100
 # Besides the best path found, the greedy plan is improved by the rewrites too, and the cheaper of
 # the two kept: they reach different local optima (a probe's cheaper path is not always the better
 # start).  Seeds 0 to 2: 350 of 450 and 1.023 with it, 348 and 1.024 without (seed 3: 119 and 118 of
@@ -1578,10 +1582,11 @@ def improve_locally(pb: _Problem, imoves: Sequence[_IMove]) -> tuple[tuple[_IMov
     and :func:`merge_gathers` again, while a round lowers the cost and fewer than
     :data:`REWRITE_MOVES` moves have been walked (:meth:`_Problem.walk`, the scans counted as
     walks; a count, so every rank rewrites alike; a rewritten path is walked from its first changed
-    move, :meth:`_Problem.rewalk`).  A round is not cut short: the rewrites walk 14 moves median
-    and 71 at most on 584 plans of 4 to 6 mesh dims that the search did not prove
-    (benchmarks/planner.py's seeded and ``--mixed`` pairs).  Each rewrite keeps the path a path
-    of the graph to the goal within the cap.
+    move, :meth:`_Problem.rewalk`).  A round is not cut short: a call walks 37.5 moves median and
+    123 at most on the plans of 4 to 6 mesh dims that the search did not prove
+    (benchmarks/planner.py's seeded pairs of seeds 0 to 3 and ``--mixed`` pairs; the limit holds
+    per call, and :func:`search_path` makes two, :data:`IMPROVE_GREEDY`).  Each rewrite keeps the
+    path a path of the graph to the goal within the cap.
     """
     limit = pb.walked + REWRITE_MOVES
     best, cost = merge_gathers(pb, imoves)
@@ -1620,7 +1625,7 @@ def search_path(
     if budget is not None:
         total = budget
     else:
-        total = float(EXACT_BUDGET if live <= EXACT_DIMS else BUDGET if live < WIDE_DIMS else WIDE_BUDGET)
+        total = EXACT_BUDGET if live <= EXACT_DIMS else BUDGET if live < WIDE_DIMS else WIDE_BUDGET
     # the best path so far, as internal moves (converted once, at the end)
     best_moves: Optional[tuple[_IMove, ...]] = None
     best_cost = math.inf

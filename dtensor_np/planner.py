@@ -49,10 +49,10 @@ from typing import Any, Optional, Sequence, Union
 from collectives import Groups, group_layout
 from collectives.ops import KINDS, OPS
 
+from .cost_model import CostModel
 from .errors import ShardingError
 from .int_tuple import product
 from .placements import Partial, Placement, Replicate, Shard
-from .cost_model import CostModel
 from .plan_search import (
     exhaustive_path,
     freeze_order,

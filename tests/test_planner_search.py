@@ -514,11 +514,11 @@ def test_reordering_puts_what_shrinks_the_array_first():
     np.testing.assert_allclose(x.redistribute(placements=dst.placements).full_tensor(), full, rtol=1e-12)
 
 
-def test_the_worst_six_dim_benchmark_pair_costs_less_than_twice_the_optimum():
+def test_the_worst_six_dim_benchmark_pair_of_the_fourth_version_reaches_the_optimum():
     # benchmarks/planner.py's worst pair on 2x2x2x2x2x2 (seed 0) in its fourth version, 2.88 times the
     # optimum: the probes found a plan that all_reduces first and gathers everything; with the budget of
-    # 170 moves the rewrites brought it to 1.33 times (fold_moves, park_early, merge_gathers), and with
-    # today's budget (380) the probes find 1.07 times themselves
+    # 170 moves the rewrites brought it to 1.33 times (fold_moves, park_early, merge_gathers); with
+    # today's (380) the probes find 1.07 times and the rewrites the optimum
     mesh = DeviceMesh((2,) * 6)
     meta = TensorMeta((64, 64, 64), "float32")
     src = DTensorSpec(mesh, (Shard(0), Shard(0), Shard(1), Shard(2), Shard(1), Partial()), meta)
@@ -527,7 +527,7 @@ def test_the_worst_six_dim_benchmark_pair_costs_less_than_twice_the_optimum():
     fresh_plans()
     plan = dt.plan_redistribute(src, dst)
     check_plan(src, dst, plan)
-    assert plan.method == "approximate" and plan_cost(plan, src) < 2 * exact.cost
+    assert plan.method == "approximate" and same_cost(plan_cost(plan, src), exact.cost)
     full = full_array(src.shape, "float32", 6)
     x = dt.distribute_tensor(full, mesh, src.placements)  # by this plan (the cache holds it)
     np.testing.assert_allclose(x.redistribute(placements=dst.placements).full_tensor(), full, rtol=1e-5)
@@ -550,8 +550,8 @@ def test_a_zero_dim_array_plans_on_five_mesh_dims():
 
 
 @pytest.mark.parametrize("mesh_shape, src_placements, dst_placements", [
-    # benchmarks/planner.py's pairs (seeds 0 and 1) that the rewrites improve most: the search alone
-    # ends 1.47 and 1.60 times above the optimum (merge_gathers alone: the same)
+    # benchmarks/planner.py's pairs (seeds 0 and 1) that the rewrites improve most: with merge_gathers
+    # alone the plans cost 1.61 and 1.67 times the optimum
     ((2,) * 5, (Shard(0), Shard(0), Shard(1), Shard(0), Shard(0)), (Shard(1), Shard(1), Shard(1), Shard(0), Shard(2))),
     ((2,) * 6, (R, R, R, Shard(0), Partial(), Shard(1)), (Shard(0), Shard(1), Shard(1), Shard(0), Shard(0), R)),
 ])
@@ -571,6 +571,22 @@ def test_the_rewrites_reach_the_optimum_where_the_search_alone_does_not(monkeypa
     monkeypatch.setattr(plan_search, "REWRITE_MOVES", 0)  # merge_gathers alone
     assert search_result(src, dst).cost > exact * 1.4
     fresh_plans()
+
+
+@pytest.mark.xfail(strict=True, reason="known: 1.15 times the optimum since the budgets went from 205 to 480 "
+                   "moves (the probes' best path then rewrites to a worse local optimum); issue 23")
+def test_a_four_dim_pair_that_the_smaller_budget_planned_at_the_optimum():
+    # the probes reduce both sums late; the cheapest plan reduce_scatters them first onto a tensor dim that
+    # is gathered anyway, so the all_gathers after it move half the bytes (park_early reached it from the
+    # probes' best path at 205 moves; at 400 to 500 the probes' better best path rewrites to 249 of 217)
+    src = DTensorSpec(DeviceMesh((2, 2, 2, 2)), (Partial(), Partial(), Shard(1), Shard(1)),
+                      TensorMeta((64, 64, 64), "float64"))
+    dst = src.with_placements((Shard(1), Shard(1), Shard(1), Shard(2)))
+    exact = search_result(src, dst, budget=math.inf).cost
+    fresh_plans()
+    plan = dt.plan_redistribute(src, dst)
+    check_plan(src, dst, plan)
+    assert same_cost(plan_cost(plan, src), exact)
 
 
 def test_the_shrunk_starts_reach_the_exhaustive_cost_on_five_mesh_dims(monkeypatch):
