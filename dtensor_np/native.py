@@ -54,17 +54,25 @@ def source_hash(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def _located(name: str) -> tuple[str, Path]:
+    """Where module ``name`` would be imported from (its build, or its ``.py``), and its ``.py``."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise ImportError(f"expected an importable module {name!r}, got none")
+    return spec.origin, Path(spec.origin).with_name(name.rpartition(".")[2] + ".py")
+
+
 def load_source(name: str, as_name: str | None = None) -> ModuleType:
     """Imports module ``name`` from its ``.py`` file, as ``as_name`` (default ``name``), into sys.modules.
 
     Under another name the module is a second copy (the compiled one's twin, for comparing them);
     it must live in the same package, whose relative imports it shares.
     """
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.origin is None:
-        raise ImportError(f"expected an importable module {name!r}, got none")
-    path = Path(spec.origin).with_name(name.rpartition(".")[2] + ".py")
-    as_name = as_name or name
+    return _exec_source(as_name or name, _located(name)[1])
+
+
+def _exec_source(as_name: str, path: Path) -> ModuleType:
+    """The module at ``path`` executed as ``as_name``, in sys.modules and on its package."""
     source_spec = importlib.util.spec_from_file_location(as_name, path)
     assert source_spec is not None and source_spec.loader is not None
     module = importlib.util.module_from_spec(source_spec)
@@ -85,16 +93,13 @@ def load(name: str) -> ModuleType:
     else the source."""
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.origin is None:
-        raise ImportError(f"expected an importable module {name!r}, got none")
-    if spec.origin.endswith(".py"):
+    origin, source = _located(name)
+    if origin.endswith(".py"):
         _status[name] = "source"
         return importlib.import_module(name)
     if pure_requested():
         _status[name] = f"source ({PURE_ENV})"
-        return load_source(name)
-    source = Path(spec.origin).with_name(name.rpartition(".")[2] + ".py")
+        return _exec_source(name, source)
     try:
         module = importlib.import_module(name)
         fresh = getattr(module, "SOURCE_SHA256", None) == source_hash(source)
@@ -105,10 +110,10 @@ def load(name: str) -> ModuleType:
         return module
     sys.modules.pop(name, None)
     _status[name] = "source (stale build)"
-    warnings.warn(f"{name}: the compiled build ({Path(spec.origin).name}) was not built from this {source.name} "
+    warnings.warn(f"{name}: the compiled build ({Path(origin).name}) was not built from this {source.name} "
                   f"(or does not import); running the source, slower, until it is rebuilt (pip install -e .)",
                   RuntimeWarning, stacklevel=2)
-    return load_source(name)
+    return _exec_source(name, source)
 
 
 def status() -> dict[str, str]:

@@ -48,8 +48,8 @@ shrink the array as far as they can first, park what they shrank on a tensor
 dim that is gathered anyway and gather it with that (the shrunk starts: on 6
 mesh dims, with the budget of 170 moves, the probes matched the exhaustive
 search's cost on 33 of 90 benchmark pairs with them, on 30 with depth-2
-branching instead).  A ``LANDING`` search
-is short (10 to 60 moves).  ``FULL`` then gets what is left of the budget.
+branching instead).  A ``LANDING`` search is short (10 to 60 moves).
+``FULL`` then gets what is left of the budget.
 
 ``PARKING`` (``LANDING`` plus reduce_scatter onto any tensor dim, in mesh dim
 order or its reverse) is kept for experiments (:data:`STAGES`).  Before
@@ -1630,8 +1630,10 @@ def search_path(
     best_moves: Optional[tuple[_IMove, ...]] = None
     best_cost = math.inf
     method = "greedy"
+    greedy_moves: Optional[tuple[_IMove, ...]] = None
     if greedy is not None:
-        best_moves, best_cost = pb.internal(greedy), path_cost(greedy, start, nbytes, mesh_shape, model)
+        greedy_moves = pb.internal(greedy)
+        best_moves, best_cost = greedy_moves, path_cost(greedy, start, nbytes, mesh_shape, model)
     else:  # no greedy plan (shard orders other than the default): a simple one, if within the cap
         simple = pb.fallback()
         walked = pb.walk(simple)
@@ -1657,8 +1659,8 @@ def search_path(
         method = "exact"
     else:  # not proved optimal: improved by local rewrites
         improved, cost = improve_locally(pb, best_moves)
-        if IMPROVE_GREEDY and greedy is not None and method != "greedy":
-            other, other_cost = improve_locally(pb, pb.internal(greedy))
+        if IMPROVE_GREEDY and greedy_moves is not None and method != "greedy":
+            other, other_cost = improve_locally(pb, greedy_moves)
             if other_cost < cost:
                 improved, cost = other, other_cost
         if cost < best_cost:
