@@ -12,7 +12,7 @@ from {S(0), S(1), S(2), R} on every mesh dim, the same pairs for both sides.
   fastest of ``--reps`` runs per pair (the others are the shared machine's
   noise); which search ran (exact, approximate, greedy fallback) is counted.
   The first line says whether the search ran compiled (``dtensor_np.native``;
-  ``DTENSOR_NP_PURE=1`` runs the source: the same plans, about 2 times
+  ``DTENSOR_NP_PURE=1`` runs the source: the same plans, about 4 times
   slower).
 * cost: every plan's cost (``planner.plan_cost``, the planner's cost model)
   over the greedy plan's (``planner.greedy_cost``, the same model):

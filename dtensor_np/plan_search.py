@@ -22,41 +22,46 @@ replayed as moves):
   dims at once, or of those the target replicates).
 * ``FULL``: every move of the graph.  Finishing it proves the path optimal.
 
-Up to :data:`EXACT_DIMS` mesh dims of size > 1, ``FULL`` runs alone (an
+Up to :data:`EXACT_DIMS` (4) mesh dims of size > 1, ``FULL`` runs alone (an
 incumbent would prune nothing it expands: the work of A* is the states below
-the optimum), within :data:`EXACT_BUDGET`: it finishes on all but 1 of 2,584
-random pairs of up to 3 such mesh dims (that one has no greedy plan, so no cap
-on its collectives, and needs 588 units).  From 4 on, the ``FULL`` search often
-does not finish within the budget (median 95 to 210 work units, below, on
-meshes of 4 dims, 360 on 8x8x4x2x2, 1,180 on 2x2x2x2x2, 7,500 on
-2x2x2x2x2x2, up to 70,000), so ``PROBES`` first looks for a cheap path:
-``LANDING`` searches from the start (at most :data:`PROBE_ROOT` moves), from
-every state within :func:`_probe_depth` moves of it (any ``FULL`` move; at
-most :data:`PROBE_MOVES` moves each; 2 moves up to 4 mesh dims, 1 on 5, none
-from 6 on) and, from :data:`SHRUNK_FROM` mesh dims on, from
-:meth:`_Problem.shrunk_starts` (at most :data:`SHRUNK_MOVES` each): every
-pending reduce op reduce_scattered, or every Replicate mesh dim chunked, or
-both, onto one tensor dim, each tensor dim in turn.  All are taken best first
+the optimum), within :data:`EXACT_BUDGET`.  It finishes on all 1,182
+``--mixed`` pairs of up to 3 such mesh dims of benchmarks/planner.py's seeds 0
+to 5 (588 work units at most, below), on its 480 benchmark pairs of 4 (seeds 0
+to 7; 967 at most) and on 313 of its 319 ``--mixed`` pairs of 4 (1,131 at
+most); the 6 others have no greedy plan (shard orders other than the
+default), so no cap on their collectives, and need 1,212 to 2,881 units.
+Where it does not finish, ``PROBES`` (below) runs after it with
+:data:`RESCUE_BUDGET` (on those 6 pairs: the exhaustive search's cost on 3, at
+most 1.11 times it on the others).  From 5 mesh dims on, the ``FULL`` search
+often does not finish within the budget (median 1,180 work units on
+2x2x2x2x2, 360 on 8x8x4x2x2, 7,500 on 2x2x2x2x2x2, up to 70,000), so
+``PROBES`` first looks for a cheap path: ``LANDING`` searches from the start
+(at most :data:`PROBE_ROOT` moves) and from every state within
+:func:`_probe_depth` moves of it (any ``FULL`` move; at most
+:data:`PROBE_MOVES` moves each; 2 moves up to 6 mesh dims), taken best first
 by the lower bound and dropped once it reaches the best cost so far, the
 searches sharing one table of expanded states (none expands a state that an
 earlier one expanded from no more cost and collectives).  The cheapest plans
-that ``LANDING`` misses start with moves it leaves out: on 4 mesh dims mostly
-one or two (a chunk or reduce_scatter onto a tensor dim the target does not
-split there, shrinking the array for the collectives after it; an
-all_to_all out of the way of a swap); on 5 and 6 the cheapest plans mostly
-shrink the array as far as they can first, park what they shrank on a tensor
-dim that is gathered anyway and gather it with that (the shrunk starts: on 6
-mesh dims, with the budget of 170 moves, the probes matched the exhaustive
-search's cost on 33 of 90 benchmark pairs with them, on 30 with depth-2
-branching instead).  A ``LANDING`` search is short (10 to 60 moves).
-``FULL`` then gets what is left of the budget.
+that ``LANDING`` misses start with moves it leaves out, mostly among their
+first two: a chunk, reduce_scatter or all_to_all onto a tensor dim the target
+does not split there (one still to be gathered, or one already as the target
+wants it), shrinking the array for the collectives after it, the mesh dim
+gathered later with the rest of that tensor dim.  A ``LANDING`` search is
+short (10 to 60 moves).  ``FULL`` then gets what is left of the budget.
+Branching 2 moves deep on 5 and 6 mesh dims too (1 and 0 before) matches the
+exhaustive search's cost on 1,017 instead of 953 of the 1,200 benchmark pairs
+of 4 to 6 mesh dims (seeds 0 to 7); it made the *shrunk starts* (every
+pending reduction reduce_scattered and every Replicate mesh dim chunked onto
+one tensor dim before a probe, from 5 mesh dims on) a loss, and they were
+dropped (at the budgets of 850 and 700 moves: 493 of 600 pairs of seeds 4 to
+7 without them, 478 with; benchmarks/README.md).
 
 ``PARKING`` (``LANDING`` plus reduce_scatter onto any tensor dim, in mesh dim
 order or its reverse) is kept for experiments (:data:`STAGES`).  Before
 ``PROBES``, it and ``PRECHUNKED`` (``LANDING`` after every Replicate mesh dim
-is chunked onto one tensor dim, now one of the shrunk starts) ran in turn
-before ``FULL``; ``PROBES`` in their place matches the exhaustive search's
-cost on more pairs for the same budget (benchmarks/README.md).
+is chunked onto one tensor dim) ran in turn before ``FULL``; ``PROBES`` in
+their place matches the exhaustive search's cost on more pairs for the same
+budget (benchmarks/README.md).
 
 Every family leaves out two kinds of move that no cheapest path needs: undoing
 a split the target keeps under the same outer splits (a settled prefix of a
@@ -104,31 +109,36 @@ mesh dims of size > 1, and in the tests (tests/test_planner_search.py).
 Budget.  The searches count their work: the moves they look at (the probes'
 own first moves too), and in ``FULL`` also :data:`EXPAND_WORK` per expansion
 and :data:`TIGHT_WORK` per sharper bound worked out (they take about that many
-moves' time).  The probes stop at :data:`BUDGET` on 4 mesh dims of size > 1
-and at :data:`WIDE_BUDGET` from :data:`WIDE_DIMS` on (there a move costs more
-time: more of the states it reaches are new, each with its bound to work out),
-``FULL`` at what is left; up to :data:`EXACT_DIMS` ``FULL`` alone stops at
-:data:`EXACT_BUDGET`.  The count is deterministic, so every rank plans the
-same steps, whether this module runs compiled or not.  A move is O(ndim +
-mesh dims) work (~1 to 2 us on a 2-core VM with the module compiled by mypyc
-at install, :mod:`dtensor_np.native`; ~2 to 4 us from the source), so a
-search is O(BUDGET (ndim + mesh dims)); the local rewrites after it (below)
-start no round past :data:`REWRITE_MOVES` walked moves, O(mesh dims + ndim)
-each.  Measured compiled: 0.04 to 0.06 ms median on 2 and 3 mesh dims, 0.45
-to 0.79 ms median and at most 0.93 ms on 4 to 6 (benchmarks/planner.py's
-pairs of seeds 0 to 3 and their --mixed pairs), the plan's specs built too;
-from the source, the same plans take about 2 times as long
-(benchmarks/README.md).  Worst case without the budget: the number of
-states, exponential in the mesh dims, as the exhaustive search.
+moves' time).  Up to :data:`EXACT_DIMS` mesh dims of size > 1 ``FULL`` alone
+stops at :data:`EXACT_BUDGET`; from there the probes stop at :data:`BUDGET`
+(5 mesh dims) or :data:`WIDE_BUDGET` (from :data:`WIDE_DIMS` on: there a move
+costs more time, more of the states it reaches are new, each with its bound to
+work out), ``FULL`` at what is left.  The count is deterministic, so every
+rank plans the same steps, whether this module runs compiled or not.  A move
+is O(ndim + mesh dims) work.  The searches name a state by an int (each mesh
+dim's place and Partial flag packed: :meth:`_Problem.key`), work out a new
+state's bound from it without building the state (:meth:`_Problem.bound_of`),
+and build a state's stacks only to expand it (:meth:`_Problem.view`): a move
+takes ~0.6 us on 4 mesh dims to ~0.95 us on 6 on a 2-core VM with the module
+compiled by mypyc at install (:mod:`dtensor_np.native`), ~3 to 4.5 us from the
+source.  So a search is O(BUDGET (ndim + mesh dims)); the local rewrites after
+it (below) start no round past :data:`REWRITE_MOVES` walked moves, O(mesh dims
++ ndim) each.  Measured compiled, the plan's specs built too: 0.03 to 0.05 ms
+median on 2 and 3 mesh dims, 0.05 to 0.15 ms on 4, 0.42 to 0.72 ms on 5 and 6,
+at most 0.93 ms (benchmarks/planner.py's pairs of seeds 0 to 3 and their
+--mixed pairs; the slowest: 4 mesh dims with no greedy plan, where ``FULL``
+and the probes after it both run); from the source, the same plans take 3.9
+to 4.5 times as long (benchmarks/README.md).  Worst case without the budget:
+the number of states, exponential in the mesh dims, as the exhaustive search.
 
 Guarantees.  Never more collectives than greedy (the cap) and never more cost
 than the greedy plan (it is the first incumbent: with default shard orders
 its steps always form a path of the graph, tested); the cost of
 :func:`exhaustive_path` whenever ``FULL`` finishes (``method == "exact"``;
 up to :data:`EXACT_DIMS` mesh dims of size > 1 on all but the rare pairs
-above).  Otherwise the path is the cheapest that :data:`STAGES` found (the
-probes, unless changed: ``"approximate"``) or the greedy plan (``"greedy"``;
-with no greedy plan, :meth:`_Problem.fallback`), improved by
+above).  Otherwise the path is the cheapest that :data:`STAGES` (or, where
+``FULL`` ran alone, the probes after it) found (``"approximate"``) or the
+greedy plan (``"greedy"``; with no greedy plan, :meth:`_Problem.fallback`), improved by
 :func:`improve_locally`, as the greedy plan is too (:data:`IMPROVE_GREEDY`;
 the cheaper of the two kept): :func:`merge_gathers` (two all_gathers made one, or
 a mesh dim moved by an all_to_all onto a tensor dim gathered later, to leave
@@ -155,12 +165,13 @@ Example:
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import math
 import time
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple, Optional, Sequence
+from typing import Callable, Final, Iterable, Iterator, Optional, Sequence, cast
 
 from .cost_model import CostModel
 from .placements import Partial, Placement, Replicate, Shard
@@ -187,7 +198,7 @@ COLLECTIVES = frozenset(("all_gather", "all_reduce", "reduce_scatter", "all_to_a
 _R = Replicate()
 # The cap when there is none (no greedy plan): more collectives than any path has; an int, as the
 # counts it is compared with.
-_UNCAPPED = 1 << 30
+_UNCAPPED: Final = 1 << 30
 
 
 # --------------------------------------------------------------------------
@@ -372,13 +383,22 @@ def exhaustive_path(
 # Internally a state is (stacks, partial mask): for every tensor dim the mesh
 # dims that split it, outermost first, and a bit per mesh dim holding Partial
 # (its reduce op is fixed: the source's, or the target's when it comes from
-# Replicate).  A mesh dim in neither is Replicate.
+# Replicate).  A mesh dim in neither is Replicate.  The searches name a state
+# by an int instead (_Problem.key: per mesh dim of size > 1 a field of its
+# tensor dim + 1, its place in that stack and its Partial flag), which a move
+# changes with a few bit operations and a table looks up without hashing tuples.
 _IState = tuple[tuple[tuple[int, ...], ...], int]
 # (kind, mesh dims, tensor dim it lands on or -1)
 _IMove = tuple[str, tuple[int, ...], int]
+# a walk of moves (_Problem.walk): each move's cost, the states and numbers of shards before each
+# move and after the last
+_Walk = tuple[list[float], list[_IState], list[int]]
 
 # The move families of the search (see the module docstring).
-FULL, LANDING, PARKING, PROBES = 0, 1, 2, 3
+FULL: Final = 0
+LANDING: Final = 1
+PARKING: Final = 2
+PROBES: Final = 3
 
 
 class _Problem:
@@ -398,8 +418,44 @@ class _Problem:
             for p in (start[0][m], goal[0][m]):
                 if isinstance(p, Partial):
                     self.op.setdefault(m, p)
+        # per mesh dim: its reduce op as a small int (the searches group by it without hashing a Partial)
+        ops = list(dict.fromkeys(self.op.values()))
+        self.op_id = [-1] * len(mesh_shape)
+        for m, p in self.op.items():
+            self.op_id[m] = ops.index(p)
+        self.n_ops = len(ops)
+        # The searches name a state by an int (:meth:`key`): per live mesh dim a field of the tensor
+        # dim + 1 it splits (0: none), its place in that stack and a flag for Partial.
+        self.td_bits = max(1, ndim.bit_length())
+        place_bits = self.td_bits + max(1, (len(self.live) - 1).bit_length())
+        self.partial_flag = 1 << place_bits
+        self.shift = [0] * len(mesh_shape)
+        for i, m in enumerate(self.live):
+            self.shift[m] = i * (place_bits + 1)
+        # per mesh dim: the mask clearing its place (popped), the mask clearing its Partial flag
+        self.clear = [~(((1 << place_bits) - 1) << self.shift[m]) for m in range(len(mesh_shape))]
+        self.unflag = [~(self.partial_flag << self.shift[m]) for m in range(len(mesh_shape))]
+        self.places = 0  # the places of every mesh dim, no Partial flag
+        for m in self.live:
+            self.places |= (self.partial_flag - 1) << self.shift[m]
+        self._views: dict[int, tuple[tuple[tuple[int, ...], ...], int, tuple[int, ...], int]] = {}
+        self.td_mask = (1 << self.td_bits) - 1
+        self.lane = max(1, len(self.live))  # a bit per place in a stack
+        # per mesh dim: its place in the target (0: none); what an all_to_all of it costs in the
+        # bound (1 - 1/k where the target shards it, else 0)
+        self.goal_place = [0] * len(mesh_shape)
+        for d, s in enumerate(self._istate(goal)[0]):
+            for pos, m in enumerate(s):
+                self.goal_place[m] = (d + 1) | pos << self.td_bits
+        self.weight = [0.0] * len(mesh_shape)
+        for m in self.live:
+            if isinstance(goal[0][m], Shard):
+                self.weight[m] = 1 - 1 / mesh_shape[m]
+        self._stacks: dict[int, tuple[tuple[tuple[int, ...], ...], tuple[int, ...], int]] = {}
         self.start = self._istate(start)
         self.goal = self._istate(goal)
+        self.start_key = self.key(self.start)
+        self.goal_key = self.key(self.goal)
         self.goal_stacks = self.goal[0]
         self.goal_pmask = self.goal[1]
         self.goal_shard_mask = sum(1 << m for m in self.live if isinstance(goal[0][m], Shard))
@@ -414,15 +470,15 @@ class _Problem:
         # tensor dims empty in the target: interchangeable while empty (only the first is pushed onto)
         self.spare = tuple(d for d in range(ndim) if not self.goal_stacks[d])
         self.all_dims = tuple(range(ndim))
-        self._info: dict[tuple, tuple] = {}
-        self._stack_info: list[dict[tuple, tuple]] = [{} for _ in range(ndim)]
-        self._h: dict[_IState, tuple[float, int]] = {}
-        self._tight: dict[_IState, float] = {}
+        self._info: dict[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], int, int, int, float]] = {}
+        self._stack_info: list[dict[tuple[int, ...], tuple[int, int, int, bool, float]]] = [{} for _ in range(ndim)]
+        self._h: dict[int, tuple[float, int]] = {}
+        self._tight: dict[int, float] = {}
         self._pending: dict[int, dict[Partial, int]] = {}
         self.live_mask = sum(1 << m for m in self.live)
         self._reduce: dict[int, tuple[int, int]] = {}
         self._product: dict[int, int] = {0: 1}
-        self._walks: dict[tuple, Optional[tuple]] = {}  # whole paths from the start, walked (the rewrites walk one often)
+        self._walks: dict[tuple[_IMove, ...], Optional[_Walk]] = {}  # whole paths from the start, walked (the rewrites walk one often)
         self.walked = 0  # moves walked by walk(), the measure of the rewrites' work
         # The lower bound holds for CostModel's linear costs; another model searches without it.
         linear = type(model).collective is CostModel.collective and type(model).local is CostModel.local
@@ -453,6 +509,54 @@ class _Problem:
         pmask = sum(1 << m for m in self.live if isinstance(state[0][m], Partial))
         return stacks, pmask
 
+    def key(self, state: _IState) -> int:
+        """The int that names ``state`` in the searches (their tables are keyed by it)."""
+        stacks, pmask = state
+        key = 0
+        for d, s in enumerate(stacks):
+            for pos, m in enumerate(s):
+                key |= ((d + 1) | pos << self.td_bits) << self.shift[m]
+        for m in self.live:
+            if pmask >> m & 1:
+                key |= self.partial_flag << self.shift[m]
+        return key
+
+    def view(self, key: int) -> tuple[tuple[tuple[int, ...], ...], int, tuple[int, ...], int]:
+        """The state :meth:`key` names, as (stacks, Partial mask, settled prefix length per stack, mask
+        of the stacked mesh dims): :meth:`info`'s first two, worked out from the key's fields."""
+        got = self._views.get(key)
+        if got is None:
+            skey = key & self.places
+            part = self._stacks.get(skey)
+            if part is None:
+                ndim = self.ndim
+                tdb = self.td_bits
+                tdm = self.td_mask
+                place_mask = self.partial_flag - 1
+                cols = [[-1] * self.lane for _ in range(ndim)]
+                lens = [0] * ndim
+                lowest = [self.lane] * ndim  # the lowest place that differs from the target's
+                smask = 0
+                for m in self.live:
+                    place = key >> self.shift[m] & place_mask
+                    if place:
+                        d = (place & tdm) - 1
+                        pos = place >> tdb
+                        cols[d][pos] = m
+                        lens[d] += 1
+                        smask |= 1 << m
+                        if place != self.goal_place[m] and pos < lowest[d]:
+                            lowest[d] = pos
+                part = self._stacks[skey] = (
+                    tuple([tuple(cols[d][:lens[d]]) for d in range(ndim)]),
+                    tuple([min(lowest[d], lens[d]) for d in range(ndim)]), smask)
+            pmask = 0
+            for m in self.live:
+                if key >> self.shift[m] & self.partial_flag:
+                    pmask |= 1 << m
+            got = self._views[key] = (part[0], pmask, part[1], part[2])
+        return got
+
     def _shards(self, stacks: tuple[tuple[int, ...], ...]) -> int:
         n = 1
         for s in stacks:
@@ -471,7 +575,7 @@ class _Problem:
             self._product[mask] = got
         return got
 
-    def info(self, stacks: tuple[tuple[int, ...], ...]) -> tuple:
+    def info(self, stacks: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], int, int, int, float]:
         """Of a state's stacks: (settled prefix length per tensor dim, mask of stacked mesh dims,
         mask of settled ones, number of stacks with an unsettled top, bound on their all_to_alls)."""
         got = self._info.get(stacks)
@@ -507,13 +611,45 @@ class _Problem:
                 moving += 1 - 1 / self.mesh_shape[m]
         return n, smask, settled, len(s) > n, moving
 
-    def heuristic(self, state: _IState, shards: int) -> tuple[float, int]:
-        """(lower bound on the cost to the goal, lower bound on the collectives to the goal)."""
-        got = self._h.get(state)
+    def heuristic(self, key: int, shards: int) -> tuple[float, int]:
+        """Of the state ``key`` (:meth:`key`): (lower bound on the cost to the goal, lower bound on the
+        collectives to the goal)."""
+        got = self._h.get(key)
         if got is not None:
             return got
-        stacks, pmask = state
-        _, smask, _, dirty, moving = self.info(stacks)
+        return self.bound_of(key, shards)
+
+    def bound_of(self, key: int, shards: int) -> tuple[float, int]:
+        """:meth:`heuristic` of a state it has not seen (worked out and kept)."""
+        # of the key's fields (no stacks built: most states a search reaches are new and never
+        # expanded): the stacked and Partial mesh dims, and per stack the places that differ from
+        # the target's (from the lowest on, the stack is unsettled)
+        smask = pmask = mis = 0
+        lane = self.lane
+        tdb = self.td_bits
+        place_mask = self.partial_flag - 1
+        for m in self.live:
+            field = key >> self.shift[m]
+            if field & self.partial_flag:
+                pmask |= 1 << m
+            place = field & place_mask
+            if place:
+                smask |= 1 << m
+                if place != self.goal_place[m]:
+                    mis |= 1 << (((place & self.td_mask) - 1) * lane + (place >> tdb))
+        dirty = 0
+        moving = 0.0
+        if mis:
+            lanes = (1 << lane) - 1
+            for m in self.live:  # the mesh dims the target shards, in an unsettled part of a stack
+                place = key >> self.shift[m] & place_mask
+                if place and self.weight[m]:
+                    lo = mis >> (((place & self.td_mask) - 1) * lane) & lanes
+                    if lo and place >> tdb >= (lo & -lo).bit_length() - 1:
+                        moving += self.weight[m]
+            while mis:
+                dirty += (mis & lanes) != 0
+                mis >>= lane
         reduce = pmask & ~self.goal_pmask
         red = self._reduce.get(reduce)
         if red is None:
@@ -535,7 +671,7 @@ class _Problem:
         # and all of them at the least local size any state has (N / F_all), in the same order
         least = (pushes * red[0] + red[0] - 2 + moving) * self.least_local - self.nbytes / shards
         h = (self.goal_local + max(after * slope, least)) * self.inv_bw + self.latency * n_coll
-        got = self._h[state] = (h, n_coll)
+        got = self._h[key] = (h, n_coll)
         return got
 
     def pending_ops(self, pmask: int) -> dict[Partial, int]:
@@ -550,7 +686,7 @@ class _Problem:
             self._pending[pmask] = got
         return got
 
-    def tight(self, state: _IState, shards: int) -> float:
+    def tight(self, key: int, shards: int) -> float:
         """A lower bound on the cost to the goal for a path with no collective to spare: one that uses
         only the fewest collectives the state needs (:meth:`heuristic`'s count), one per reduce op
         pending and one per stack with an unsettled top, which then takes all of it off at once.
@@ -566,19 +702,17 @@ class _Problem:
         other stack popped first (a parked mesh dim shrinks X by k and is gathered with it); every
         stack but the last may see every free mesh dim pushed first.
         """
-        got = self._tight.get(state)
+        got = self._tight.get(key)
         if got is not None:
             return got
-        stacks, pmask = state
-        settled_len, smask, _, _, _ = self.info(stacks)
-        product = self.product
+        stacks, pmask, settled_len, smask = self.view(key)
         local = self.nbytes / shards
         inv_bw = self.inv_bw
         latency = self.latency
         free = self.live_mask & ~smask & ~(pmask & self.goal_pmask)
         total = 0.0
         ndim = self.ndim
-        dirty = []
+        dirty: list[tuple[int, tuple[int, ...], int, int]] = []
         for d in range(ndim):
             s = stacks[d]
             lo = settled_len[d]
@@ -586,26 +720,26 @@ class _Problem:
                 bits = 0
                 for m in s[lo:]:
                     bits |= 1 << m
-                dirty.append((d, s[lo:], bits, product(bits)))
+                dirty.append((d, s[lo:], bits, self.product(bits)))
         chains = [self.goal_stacks[e][settled_len[e]:] for e in range(ndim)]
-        before_all = local / product(free)  # every free mesh dim pushed first
+        before_all = local / self.product(free)  # every free mesh dim pushed first
         for bits in self.pending_ops(pmask).values():  # one collective per reduce op, a reduce_scatter at the least
-            total += latency + (1 - 1 / product(bits)) * local / product(free & ~bits) * inv_bw
+            total += latency + (1 - 1 / self.product(bits)) * local / self.product(free & ~bits) * inv_bw
         if not dirty:
-            self._tight[state] = total
+            self._tight[key] = total
             return total
         apart = 0.0
         parked = math.inf
         others = 0.0
-        cheapest = []
-        extra = []
-        last = []
+        cheapest: list[float] = []
+        extra: list[float] = []
+        last: list[tuple[float, float]] = []
         for f, mine, on_f, k in dirty:
             top = mine[0] if len(mine) == 1 else -1
             landing = False
             reach = 0
             fall = 1.0
-            pushes = {}
+            pushes: dict[int, int] = {}
             for e in range(ndim):
                 if e == f:
                     continue
@@ -618,13 +752,13 @@ class _Problem:
                     reach |= bit
                     if free & bit:
                         pushed |= bit
-                n = product(pushed)
+                n = self.product(pushed)
                 fall *= n
                 pushes[e] = n
             fall_apart = fall_last = fall
             for e, mine_e, on_e, k_e in dirty:
                 if e != f and len(mine_e) > 1:  # popped first: an all_gather of all of it
-                    net = product(on_e & reach) / k_e
+                    net = self.product(on_e & reach) / k_e
                     fall_last *= net
                     if net < 1:  # then it may rather pop after
                         n = pushes[e]
@@ -645,12 +779,13 @@ class _Problem:
                 parked = min(parked, others - cheapest[i] + min(alone + min(x for j, x in enumerate(extra) if j != i),
                                                                 taking))
         total += min(apart, parked)
-        self._tight[state] = total
+        self._tight[key] = total
         return total
 
-    def ready(self, stacks: tuple[tuple[int, ...], ...], settled_len: tuple[int, ...]) -> dict[int, int]:
-        """For every tensor dim split as the target splits it so far: the mesh dim the target splits it by next."""
-        ready = {}
+    def ready(self, stacks: tuple[tuple[int, ...], ...], settled_len: tuple[int, ...]) -> list[int]:
+        """For every tensor dim split as the target splits it so far: the mesh dim the target splits
+        it by next; -1 for the others."""
+        ready = [-1] * self.ndim
         for e, s in enumerate(stacks):
             n = len(s)
             if settled_len[e] == n and n < len(self.goal_stacks[e]):
@@ -670,20 +805,29 @@ class _Problem:
         targets.sort()
         return targets
 
-    def successors(self, state: _IState, family: int, tight: bool = False) -> Iterator[tuple[str, tuple[int, ...], int, int, _IState]]:
-        """The moves out of ``state`` in a family: (kind, mesh dims, tensor dim landed on or -1, group size, next state)."""
-        stacks, pmask = state
+    def successors(self, key: int, family: int, tight: bool = False, most: float = math.inf) -> list[tuple[str, tuple[int, ...], int, int, int]]:
+        """The moves out of the state ``key`` (:meth:`key`) in a family: (kind, mesh dims, tensor dim
+        landed on or -1, group size, next state's key); once there are more than ``most``, perhaps
+        not all (the caller's budget ends before them).  A list, not a generator: compiled, its
+        locals stay in registers."""
+        out: list[tuple[str, tuple[int, ...], int, int, int]] = []
+        stacks, pmask, settled_len, smask = self.view(key)
         ndim = self.ndim
         size = self.mesh_shape
-        settled_len, smask, _, _, _ = self.info(stacks)
+        shift = self.shift
+        clear = self.clear
+        tdb = self.td_bits
         goal_stacks = self.goal_stacks
         targets = self.push_targets(stacks)
         ready = self.ready(stacks, settled_len)
         # where a mesh dim may go other than its target slot: anywhere (FULL), nowhere
         # (LANDING), or for a reduce_scatter only (PARKING, below)
-        parks = targets if family == FULL else ()
+        parks: Sequence[int] = targets if family == FULL else ()
         if tight:  # no collective to spare: park only on unsettled stacks (module docstring)
             parks = [e for e in parks if len(stacks[e]) > settled_len[e]]
+        parked = 0  # parks as a mask
+        for e in parks:
+            parked |= 1 << e
         # pops of the unsettled top of a stack: all_gather (also merged) and all_to_all
         for d in range(ndim):
             s = stacks[d]
@@ -694,127 +838,128 @@ class _Problem:
             top = s[-1]
             if tight and n - lo > 1:  # the whole unsettled part in one all_gather
                 k = 1
+                nkey = key
                 for m in s[lo:]:
                     k *= size[m]
-                yield "all_gather", s[lo:], -1, k, (stacks[:d] + (s[:lo],) + stacks[d + 1:], pmask)
+                    nkey &= clear[m]
+                out.append(("all_gather", s[lo:], -1, k, nkey))
                 continue
-            popped = stacks[:d] + (s[:-1],) + stacks[d + 1:]
-            yield "all_gather", (top,), -1, size[top], (popped, pmask)
+            popped = key & clear[top]
+            out.append(("all_gather", (top,), -1, size[top], popped))
             for e in targets:
-                if e != d and (e in parks or ready.get(e) == top):
-                    yield "all_to_all", (top,), e, size[top], (popped[:e] + (popped[e] + (top,),) + popped[e + 1:], pmask)
+                if e != d and (parked >> e & 1 or ready[e] == top):
+                    out.append(("all_to_all", (top,), e, size[top], popped | ((e + 1) | len(stacks[e]) << tdb) << shift[top]))
             k = size[top]
+            nkey = popped
             for j in range(2, n - lo + 1):
-                k *= size[s[n - j]]
-                yield "all_gather", s[n - j:], -1, k, (stacks[:d] + (s[: n - j],) + stacks[d + 1:], pmask)
-        reduce: dict[Partial, list[int]] = {}
+                m = s[n - j]
+                k *= size[m]
+                nkey &= clear[m]
+                out.append(("all_gather", s[n - j:], -1, k, nkey))
+        reduce: list[list[int]] = []  # the pending mesh dims of each reduce op, in order of the first
+        group = [-1] * self.n_ops if pmask else []  # per reduce op id: its list in reduce
         for m in self.live:
             bit = 1 << m
             if smask & bit:
                 continue
             if pmask & bit:
                 if not self.goal_pmask & bit:
-                    reduce.setdefault(self.op[m], []).append(m)
+                    i = group[self.op_id[m]]
+                    if i < 0:
+                        group[self.op_id[m]] = len(reduce)
+                        reduce.append([m])
+                    else:
+                        reduce[i].append(m)
                 continue
             for e in targets:  # Replicate: chunk
-                if e in parks or ready.get(e) == m:
-                    yield "chunk", (m,), e, size[m], (stacks[:e] + (stacks[e] + (m,),) + stacks[e + 1:], pmask)
+                if parked >> e & 1 or ready[e] == m:
+                    out.append(("chunk", (m,), e, size[m], key | ((e + 1) | len(stacks[e]) << tdb) << shift[m]))
             if self.goal_pmask & bit:
-                yield "partition", (m,), -1, size[m], (stacks, pmask | bit)
-        for members in reduce.values():
+                out.append(("partition", (m,), -1, size[m], key | self.partial_flag << shift[m]))
+        for members in reduce:
             dims = tuple(members)
             if tight:  # one collective for all of them: all_reduce, or reduce_scatter
                 bits = 0  # into the target's next slots or onto an unsettled stack in any order
+                rest = key
                 for m in dims:
                     bits |= 1 << m
-                yield "all_reduce", dims, -1, self.product(bits), (stacks, pmask & ~bits)
-                yield from self._reductions(stacks, pmask, dims, itertools.permutations(dims), parks, all_reduce=False)
-                for e in ready:
+                    rest &= self.unflag[m]
+                out.append(("all_reduce", dims, -1, self.product(bits), rest))
+                self._reductions(out, key, stacks, dims, itertools.permutations(dims), parks, all_reduce=False, most=most)
+                if len(out) > most:
+                    return out
+                for e in range(ndim):
+                    if ready[e] < 0:
+                        continue
                     n = len(stacks[e])
                     g = goal_stacks[e][n:n + len(dims)]
                     if sorted(g) == sorted(dims):
-                        yield from self._reductions(stacks, pmask, g, (g,), (e,), all_reduce=False)
+                        self._reductions(out, key, stacks, g, (g,), (e,), all_reduce=False, most=most)
+                        if len(out) > most:
+                            return out
                 continue
             if family == FULL:
                 for r in range(1, len(dims) + 1):
                     for subset in itertools.combinations(dims, r):
-                        yield from self._reductions(stacks, pmask, subset, itertools.permutations(subset), targets)
+                        self._reductions(out, key, stacks, subset, itertools.permutations(subset), targets, most=most)
+                        if len(out) > most:
+                            return out
                 continue
             # all_reduce all at once (merged: cheaper than apart), or those the target replicates;
             # reduce_scatter into target slots, or (PARKING) anywhere in mesh dim order either way
             spare = tuple(m for m in dims if not self.goal_shard_mask >> m & 1)
             for subset in (dims, spare) if spare and spare != dims else (dims,):
-                bits = 0
                 k = 1
+                rest = key
                 for m in subset:
-                    bits |= 1 << m
                     k *= size[m]
-                yield "all_reduce", subset, -1, k, (stacks, pmask & ~bits)
-            for e, m in ready.items():
-                if m not in dims:
+                    rest &= self.unflag[m]
+                out.append(("all_reduce", subset, -1, k, rest))
+            for e in range(ndim):
+                m = ready[e]
+                if m < 0 or m not in dims:
                     continue
                 n = len(stacks[e])
                 for j in range(n + 1, len(goal_stacks[e]) + 1):
                     g = goal_stacks[e][n:j]
                     if g[-1] not in dims:
                         break
-                    yield from self._reductions(stacks, pmask, g, (g,), (e,), all_reduce=False)
+                    self._reductions(out, key, stacks, g, (g,), (e,), all_reduce=False, most=most)
+                    if len(out) > most:
+                        return out
             if family == PARKING:
                 for r in range(1, len(dims) + 1):
                     for subset in itertools.combinations(dims, r):
                         orders = (subset, subset[::-1]) if r > 1 else (subset,)
-                        yield from self._reductions(stacks, pmask, subset, orders, targets, all_reduce=False)
+                        self._reductions(out, key, stacks, subset, orders, targets, all_reduce=False, most=most)
+                        if len(out) > most:
+                            return out
+        return out
 
-    def _reductions(self, stacks: tuple, pmask: int, subset: tuple[int, ...], orders, targets, all_reduce: bool = True):
-        """all_reduce over ``subset`` and reduce_scatter of it, in each of ``orders``, onto each of ``targets``."""
-        bits = 0
+    def _reductions(self, out: list[tuple[str, tuple[int, ...], int, int, int]], key: int, stacks: tuple[tuple[int, ...], ...],
+                    subset: tuple[int, ...], orders: Iterable[tuple[int, ...]], targets: Sequence[int],
+                    all_reduce: bool = True, most: float = math.inf) -> None:
+        """Appends to ``out`` all_reduce over ``subset`` and reduce_scatter of it, in each of
+        ``orders``, onto each of ``targets``."""
         k = 1
+        rest = key
         for m in subset:
-            bits |= 1 << m
             k *= self.mesh_shape[m]
-        rest = pmask & ~bits
+            rest &= self.unflag[m]
         if all_reduce:
-            yield "all_reduce", subset, -1, k, (stacks, rest)
+            out.append(("all_reduce", subset, -1, k, rest))
+        shift = self.shift
+        tdb = self.td_bits
         for perm in orders:
+            if len(out) > most:
+                return
             for e in targets:
-                yield "reduce_scatter", perm, e, k, (stacks[:e] + (stacks[e] + perm,) + stacks[e + 1:], rest)
-
-    def shrunk_starts(self) -> list:
-        """Probe starts that shrink the array before anything else: onto each tensor dim in turn
-        (:meth:`push_targets`), every pending reduce op reduce_scattered (its mesh dims in one
-        collective), or every Replicate mesh dim chunked, or both; as :func:`_astar` nodes,
-        within the cap.
-
-        The cheapest plans on meshes of 5 and 6 dims mostly do this: every later collective moves
-        that many times fewer bytes, and what was parked leaves in an all_gather that the plan
-        has anyway, or in one more at the end.
-        """
-        stacks0, pmask0 = self.start
-        smask = self.info(stacks0)[1]
-        # the pushes of one shrunk start: (kind, mesh dims, their mask)
-        free: list[tuple[str, tuple[int, ...], int]] = [
-            ("chunk", (m,), 1 << m) for m in self.live if not (smask | pmask0) >> m & 1]
-        reductions: list[tuple[str, tuple[int, ...], int]] = [
-            ("reduce_scatter", tuple(m for m in self.live if bits >> m & 1), bits)
-            for bits in self.pending_ops(pmask0).values()]
-        kinds = [part for part in (reductions, free, reductions + free if reductions and free else []) if part]
-        nodes = []
-        for e in self.push_targets(stacks0):
-            for part in kinds:  # walked here, not by walk(): legal by construction, and not worth caching
-                stacks, pmask, shards, g = stacks0, pmask0, self.start_shards, 0.0
-                links: Optional[tuple] = None
-                for kind, dims, bits in part:
-                    k = self.product(bits)
-                    g += self.step_cost(kind, k, self.nbytes / shards)
-                    shards *= k
-                    stacks = stacks[:e] + (stacks[e] + dims,) + stacks[e + 1:]
-                    pmask &= ~bits
-                    links = (links, (kind, dims, e))
-                used = sum(kind == "reduce_scatter" for kind, _, _ in part)
-                h, n_coll = self.heuristic((stacks, pmask), shards)
-                if self.bound is None or used + n_coll <= self.bound:
-                    nodes.append((g + h, -1, g, (stacks, pmask), used, shards, links))
-        return nodes
+                nkey = rest
+                pos = len(stacks[e])
+                for m in perm:
+                    nkey |= ((e + 1) | pos << tdb) << shift[m]
+                    pos += 1
+                out.append(("reduce_scatter", perm, e, k, nkey))
 
     @staticmethod
     def top_of(stacks: tuple[tuple[int, ...], ...], dims: tuple[int, ...]) -> int:
@@ -885,7 +1030,7 @@ class _Problem:
         return tuple(path)
 
     def walk(self, imoves: Sequence[_IMove], state: Optional[_IState] = None,
-             shards: Optional[int] = None) -> Optional[tuple[list[float], list[_IState], list[int]]]:
+             shards: Optional[int] = None) -> Optional[_Walk]:
         """Internal moves from ``state`` (of ``shards`` shards; the start by default): each move's
         cost, and the states and numbers of shards before each move and after the last; None if
         a move does not apply.  Walks of whole paths from the start are cached: the lists are
@@ -901,7 +1046,10 @@ class _Problem:
         costs: list[float] = []
         states, counts = [state], [shards]
         for move in imoves:
-            k = self.product(sum(1 << m for m in move[1]))
+            bits = 0
+            for m in move[1]:
+                bits |= 1 << m
+            k = self.product(bits)
             costs.append(self.step_cost(move[0], k, self.nbytes / shards))
             state = self.apply(state, move)  # type: ignore[assignment]
             if state is None:
@@ -912,7 +1060,7 @@ class _Problem:
             counts.append(shards)
         return costs, states, counts
 
-    def rewalk(self, imoves: Sequence[_IMove], walked: tuple, same: int) -> Optional[tuple[list[float], list[_IState], list[int]]]:
+    def rewalk(self, imoves: Sequence[_IMove], walked: _Walk, same: int) -> Optional[_Walk]:
         """:meth:`walk` of a path from the start whose first ``same`` moves are those of the walked
         path ``walked`` (:meth:`walk` of it): only the moves after them are walked.  Cached as
         :meth:`walk` caches."""
@@ -924,7 +1072,7 @@ class _Problem:
                 costs[:same] + tail[0], states[:same] + tail[1], counts[:same] + tail[2])
         return self._walks[key]
 
-    def reaches_goal(self, imoves: Sequence[_IMove], walked: Optional[tuple]) -> bool:
+    def reaches_goal(self, imoves: Sequence[_IMove], walked: Optional[_Walk]) -> bool:
         """Whether ``walked`` (:meth:`walk` of ``imoves``) ends at the goal with no more collectives than the cap."""
         return walked is not None and walked[1][-1] == self.goal and (
             self.bound is None or _collectives(imoves) <= self.bound)
@@ -957,12 +1105,19 @@ class _Problem:
         return tuple(path)
 
 
-@dataclass(frozen=True)
 class _Outcome:
-    imoves: Optional[tuple[_IMove, ...]]  # None: nothing cheaper than ``upper`` found
-    cost: float
-    complete: bool  # the search ran to its end within the budget
-    work: int
+    """What a search found (a plain class: compiled, a frozen dataclass is slow to make)."""
+
+    def __init__(self, imoves: Optional[tuple[_IMove, ...]], cost: float, complete: bool, work: int) -> None:
+        self.imoves = imoves  # None: nothing cheaper than ``upper`` found
+        self.cost = cost
+        self.complete = complete  # the search ran to its end within the budget
+        self.work = work
+
+
+# A node of the searches' heaps: (f, tie, g, state (its key), collectives used, shards, path as
+# (parent, move) links)
+_Node = tuple[float, int, float, int, int, int, object]
 
 
 # kind -> (counts as a collective, how it changes the number of shards: -1 divides, 1 multiplies)
@@ -972,8 +1127,8 @@ _EFFECT = {
 }
 
 
-def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = False, node: Optional[tuple] = None,
-           shared: Optional[dict] = None) -> _Outcome:
+def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = False, node: Optional[_Node] = None,
+           shared: Optional[dict[int, tuple[float, int]]] = None) -> _Outcome:
     """A* from ``pb.start`` to ``pb.goal`` under the collective cap, pruning every path of cost >= ``upper``.
 
     With ``ties``, paths of cost ``upper`` (to a relative 1e-9) are kept: the
@@ -981,47 +1136,46 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
 
     ``budget`` counts the moves looked at: past it the search stops, incomplete.
     """
-    goal = pb.goal
+    goal = pb.goal_key
     bound = pb.bound if pb.bound is not None else _UNCAPPED
-    start = pb.start
+    stride = bound + 1  # a visit (state, collectives used) as the int state * stride + used
+    start = pb.start_key
     nbytes = pb.nbytes
-    heuristic = pb.heuristic
     hcache = pb._h
-    tight = pb.tight
     tcache = pb._tight
-    successors = pb.successors
-    step = pb.step_cost
-    tie = itertools.count()
-    # (f, tie, g, state, collectives used, shards, path as (parent, move) links)
+    tie = 0  # the heap's tie-break: the order of pushes
     if node is None:
-        f0, _ = heuristic(start, pb.start_shards)
-        node = (f0, next(tie), 0.0, start, 0, pb.start_shards, None)
-    heap: list = [node]
-    best: dict[tuple[_IState, int], float] = {(node[3], node[4]): node[2]}
+        f0, _ = pb.heuristic(start, pb.start_shards)
+        node = (f0, tie, 0.0, start, 0, pb.start_shards, None)
+        tie += 1
+    heap: list[_Node] = [node]
+    best: dict[int, float] = {node[3] * stride + node[4]: node[2]}
     # (collectives, cost) of the first expanded visit of each state: a later visit with no fewer
     # of either is dominated (the bound depends on the collectives left: visits of one state are
     # not popped in order of cost)
-    fewest: dict[_IState, tuple[int, float]] = {}
-    refined: set = set()
+    fewest: dict[int, tuple[int, float]] = {}
+    refined: set[int] = set()
     refine = family == FULL  # the sharper bound and its work count: the full search only
     expand_work = EXPAND_WORK if refine else 0
     work = 0
     slack = 1e-9 * max(upper, 1.0)
     limit = math.inf if upper == math.inf else upper + slack if ties else upper - slack
     inf = math.inf
-    push = heapq.heappush
-    pop = heapq.heappop
+    push: Callable[[list[_Node], _Node], None] = heapq.heappush  # looked up once
+    pop: Callable[[list[_Node]], _Node] = heapq.heappop
     while heap:
         f, _, g, state, used, shards, links = pop(heap)
         if f >= limit:
             break
         if state == goal:
-            imoves = []
-            while links is not None:
-                links, move = links
-                imoves.append(move)
+            imoves: list[_IMove] = []
+            while links is not None:  # (parent, the successor tuple of the move)
+                link = cast(tuple[object, tuple[str, tuple[int, ...], int, int, int]], links)
+                links = link[0]
+                imoves.append((link[1][0], link[1][1], link[1][2]))
             return _Outcome(tuple(reversed(imoves)), g, True, work)
-        if best.get((state, used), inf) < g:
+        visit = state * stride + used
+        if best.get(visit, inf) < g:
             continue
         known = fewest.get(state)
         if known is not None and known[0] <= used and known[1] <= g:
@@ -1029,18 +1183,19 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
         spare = 1
         if refine:
             spare = bound - used - hcache[state][1]
-            if spare == 0 and (state, used) not in refined:
+            if spare == 0 and visit not in refined:
                 # no collective to spare: the sharper bound, worked out only for the visits popped
-                refined.add((state, used))
+                refined.add(visit)
                 sharp = tcache.get(state)
                 if sharp is None:
-                    sharp = tight(state, shards)
+                    sharp = pb.tight(state, shards)
                     work += TIGHT_WORK
                     if work > budget:
                         return _Outcome(None, upper, False, work)
                 if g + sharp > f:
                     if g + sharp < limit:
-                        push(heap, (g + sharp, next(tie), g, state, used, shards, links))
+                        push(heap, (g + sharp, tie, g, state, used, shards, links))
+                        tie += 1
                     continue
         if work >= budget:
             return _Outcome(None, upper, False, work)
@@ -1053,31 +1208,31 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
                 continue  # an earlier probe expanded it from no worse
             shared[state] = (g, used)
         local = nbytes / shards
-        for kind, dims, e, k, nxt in successors(state, family, spare == 0):
+        for move in pb.successors(state, family, spare == 0, budget - work):
+            kind, dims, e, k, nxt = move
             work += 1
             if work > budget:  # mid-expansion too: one state may have thousands of moves
                 return _Outcome(None, upper, False, work)
-            coll, grow = _EFFECT[kind]
-            n_used = used + coll
-            c = g + step(kind, k, local)
-            key = (nxt, n_used)
+            n_used = used if kind == "chunk" or kind == "partition" else used + 1
+            c = g + pb.step_cost(kind, k, local)
+            key = nxt * stride + n_used
             if c >= best.get(key, inf):
                 continue
-            nshards = shards * k if grow > 0 else shards // k if grow else shards
+            nshards = shards * k if e >= 0 and kind != "all_to_all" else shards // k if kind == "all_gather" else shards
             got = hcache.get(nxt)
-            h, n_coll = got if got is not None else heuristic(nxt, nshards)
+            h, n_coll = got if got is not None else pb.bound_of(nxt, nshards)
             if n_used + n_coll > bound or c + h >= limit:
                 continue
             best[key] = c
-            push(heap, (c + h, next(tie), c, nxt, n_used, nshards, (links, (kind, dims, e))))
+            push(heap, (c + h, tie, c, nxt, n_used, nshards, (links, move)))
+            tie += 1
     return _Outcome(None, upper, True, work)
 
 
 def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
-    """``LANDING`` searches from the start, from every state within :func:`_probe_depth` moves of it
-    (any move of ``FULL``) and from :meth:`_Problem.shrunk_starts` (from :data:`SHRUNK_FROM` mesh dims
-    of size > 1 on), best first by the lower bound; the first may look at :data:`PROBE_ROOT` moves,
-    a shrunk start's at :data:`SHRUNK_MOVES`, each other at :data:`PROBE_MOVES`.  The searches share
+    """``LANDING`` searches from the start and from every state within :func:`_probe_depth` moves of it
+    (any move of ``FULL``), best first by the lower bound; the first may look at :data:`PROBE_ROOT`
+    moves, each other at :data:`PROBE_MOVES`.  The searches share
     one table of the states they expanded: a state an earlier one expanded from no more cost and
     collectives is not expanded again (a probe is a heuristic: this drops nothing the guarantees need).
 
@@ -1086,54 +1241,53 @@ def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
     """
     bound = pb.bound if pb.bound is not None else _UNCAPPED
     nbytes = pb.nbytes
-    heuristic = pb.heuristic
     hcache = pb._h
-    step = pb.step_cost
-    tie = itertools.count()
-    f0, _ = heuristic(pb.start, pb.start_shards)
+    tie = 0  # the heap's tie-break: the order of pushes
+    stride = bound + 1
+    f0, _ = pb.heuristic(pb.start_key, pb.start_shards)
     # (f, depth, tie, node as _astar takes it)
-    heap: list = [(f0, 0, next(tie), (f0, -1, 0.0, pb.start, 0, pb.start_shards, None))]
+    root: _Node = (f0, -1, 0.0, pb.start_key, 0, pb.start_shards, None)
+    heap: list[tuple[float, int, int, _Node]] = [(f0, 0, tie, root)]
+    tie += 1
     depth_limit = _probe_depth(len(pb.live))
     work = 0
-    if len(pb.live) >= SHRUNK_FROM:  # each a probe start of its own, taken by its bound like the others
-        shrunk = pb.shrunk_starts()
-        heap.extend((node[0], -1, next(tie), node) for node in shrunk)  # depth -1: no branching
-        heapq.heapify(heap)
-        work += len(shrunk)  # a start costs about a move's time (its bound worked out)
-    seen: set = set()
-    shared: dict = {}
+    seen: set[int] = set()
+    shared: dict[int, tuple[float, int]] = {}
     best: Optional[tuple[_IMove, ...]] = None
     while heap and work < budget:
         f, depth, _, node = heapq.heappop(heap)
         if f >= upper:
             break
         _, _, g, state, used, shards, links = node
-        if (state, used) in seen:
+        visit = state * stride + used
+        if visit in seen:
             continue
-        seen.add((state, used))
+        seen.add(visit)
         known = shared.get(state)
         if known is None or known[0] > g or known[1] > used:  # else the search would stop at once
-            most = PROBE_ROOT if links is None else SHRUNK_MOVES if depth < 0 else PROBE_MOVES
+            most = PROBE_ROOT if links is None else PROBE_MOVES
             out = _astar(pb, LANDING, min(most, budget - work), upper, node=node,
                          shared=shared)
             work += out.work
             if out.imoves is not None:
                 best, upper = out.imoves, out.cost
-        if depth < 0 or depth == depth_limit:
+        if depth == depth_limit:
             continue
         local = nbytes / shards
-        for kind, dims, e, k, nxt in pb.successors(state, FULL, used + hcache[state][1] == bound):
+        for move in pb.successors(state, FULL, used + hcache[state][1] == bound, budget - work):
+            kind, dims, e, k, nxt = move
             work += 1
             if work > budget:
                 break
-            coll, grow = _EFFECT[kind]
-            c = g + step(kind, k, local)
-            nshards = shards * k if grow > 0 else shards // k if grow else shards
+            coll = 0 if kind == "chunk" or kind == "partition" else 1
+            c = g + pb.step_cost(kind, k, local)
+            nshards = shards * k if e >= 0 and kind != "all_to_all" else shards // k if kind == "all_gather" else shards
             got = hcache.get(nxt)
-            h, n_coll = got if got is not None else heuristic(nxt, nshards)
+            h, n_coll = got if got is not None else pb.bound_of(nxt, nshards)
             if used + coll + n_coll > bound or c + h >= upper:
                 continue
-            heapq.heappush(heap, (c + h, depth + 1, next(tie), (c + h, -1, c, nxt, used + coll, nshards, (links, (kind, dims, e)))))
+            heapq.heappush(heap, (c + h, depth + 1, tie, (c + h, -1, c, nxt, used + coll, nshards, (links, move))))
+            tie += 1
     return _Outcome(best, upper, not heap, work)
 
 
@@ -1194,55 +1348,54 @@ class SearchResult:
 
 # The searches tried in turn when the full search has a budget (move family, most moves it may
 # look at, None: all of the budget; all of PROBES' searches together), then the full one with what
-# is left; counted in moves looked at, so every rank plans the same steps.  PROBE_*, SHRUNK_*: see
-# _probes.  Chosen on benchmarks/planner.py's pairs (seeds 0 to 2, 450 pairs of meshes of 4 to 6
-# dims) and checked on seed 3 and on --mixed pairs (module docstring).
+# is left; counted in moves looked at, so every rank plans the same steps.  PROBE_*: see _probes.
+# Chosen on benchmarks/planner.py's pairs of meshes of 4 to 6 dims (seeds 0 to 2) and checked on
+# seeds 3 to 7 and on --mixed pairs (module docstring).
 STAGES: tuple[tuple[int, Optional[float]], ...] = ((PROBES, None),)
-# The budget on 4 mesh dims of size > 1: about the most that plans every pair of
-# benchmarks/planner.py and of --mixed within 1 ms on a 2-core VM with this module compiled
-# (dtensor_np.native; the source takes about 2 times as long for the same plans), the rewrites
-# and the plan's specs included.  Benchmark pairs of 4 to 6 mesh dims, seeds 0 to 2 (seed 3 held
-# out): 350 of 450 as cheap as the exhaustive search's plan (119 of 150), 1.023 times its cost
-# (geometric mean; 1.024), against 330 (116) and 1.038 (1.030) with the budgets of 205 and 170
-# that the source met 1 ms with, and 352, 1.022 with 500 and 380.
-BUDGET: float = 480
-# From WIDE_DIMS mesh dims of size > 1 on a probe's move costs more time (more of the states it
-# reaches are new, each with its bound worked out; more probes, each set up), and the plans are
-# longer to rewrite and to build: a smaller budget.  Each shrunk start counts as a move.
-WIDE_DIMS = 5
-WIDE_BUDGET: float = 380
+# The budget on 5 mesh dims of size > 1, and from WIDE_DIMS on (there a probe's move costs more
+# time: more of the states it reaches are new, each with its bound worked out, and the plans are
+# longer to rewrite and to build): about the most that plans every pair of benchmarks/planner.py
+# (seeds 0 to 3) and of --mixed within 0.9 ms on a 2-core VM with this module compiled
+# (dtensor_np.native), the rewrites and the plan's specs included.  Benchmark pairs of 4 to 6 mesh
+# dims, seeds 0 to 7: 1,017 of 1,200 as cheap as the exhaustive search's plan, 1.016 times its cost
+# (geometric mean); 1,021 and 1.015 with 850 and 700; 1,013 with 800 and 560, 1,008 with 500.
+BUDGET: float = 800
+WIDE_DIMS = 6
+WIDE_BUDGET: float = 640
 # The full search counts more than its moves: an expansion as 2 moves, the bound with no collective
-# to spare (_Problem.tight) as 3 (measured on this VM: 2.1 us a move, 4.2 an expansion, 5.6 the
-# bound), so that its budget stands for time as the probes' does.
-EXPAND_WORK = 2
-TIGHT_WORK = 3
-EXACT_DIMS = 3
+# to spare (_Problem.tight) as 3 (measured from the source when states were tuples: 2.1 us a move,
+# 4.2 an expansion, 5.6 the bound), so that its budget stands for time as the probes' does.
+EXPAND_WORK: Final = 2
+TIGHT_WORK: Final = 3
+EXACT_DIMS = 4
 # Up to EXACT_DIMS mesh dims of size > 1 the full search runs alone with this budget: it finishes on
-# all but 1 of 2,584 random --mixed pairs of up to 3 such dims (378 units at most on the others;
-# the one, with no greedy plan to cap its collectives, needs 588, 1.1 ms).
-EXACT_BUDGET: float = 420
+# every --mixed pair of up to 3 such dims of seeds 0 to 5 (1,182 pairs, 588 units at most), on every
+# benchmark pair of 4 (480 pairs, seeds 0 to 7, 967 at most) and on 313 of the 319 --mixed pairs of 4
+# (1,131 at most); the 6 others, with no greedy plan to cap their collectives, need 1,212 to 2,881.
+EXACT_BUDGET: float = 1200
+# Where the full search alone stops at EXACT_BUDGET, the probes then run with this budget (on those
+# 6 pairs: the exhaustive search's cost on 3, at most 1.11 times it on the others; without them the
+# simple plan improved locally costs up to 2.0 times it); 0.93 ms at most with them.
+RESCUE_BUDGET: float = 200
+# The probes branch PROBE_DEPTH moves from the start up to PROBE_DEPTH_DIMS mesh dims of size > 1
+# (one less per mesh dim beyond): 1,017 of the 1,200 benchmark pairs (seeds 0 to 7) as cheap as the
+# exhaustive search's plan, against 1,002 branching 1 move on 6 mesh dims and 953 with 1 on 5 and
+# none on 6 (the depths before).
 PROBE_DEPTH = 2
-PROBE_DEPTH_DIMS = 4
+PROBE_DEPTH_DIMS = 6
 PROBE_MOVES: float = 60
 PROBE_ROOT: float = 150
-# From this many mesh dims of size > 1 on, the probes also start from _Problem.shrunk_starts (at
-# most SHRUNK_MOVES moves each), where they branch one move less from the start per mesh dim
-# (_probe_depth: 1 on 5, 0 from 6 on).  On 6, 33 of 90 benchmark pairs as cheap as the exhaustive
-# search's plan, against 30 with depth-2 branching and no shrunk starts; on 5, 125 of 180 either
-# way, 1.037 against 1.041 times its cost (geometric mean).
-SHRUNK_FROM = 5
-SHRUNK_MOVES: float = 100
 # The local rewrites after an unproved search start no round once they have walked this many moves
 # (several rounds of park_early, fold_moves and reorder_moves after merge_gathers on a path of 10
 # moves; a rewritten path walks only from its first changed move).  Benchmark pairs of 4 to 6 mesh
-# dims (seeds 0 to 2) as cheap as the exhaustive search's plan, and the geometric mean of the cost
-# over it: 350 of 450 and 1.0232 with 100 moves, against 334 and 1.035 with merge_gathers alone;
-# 48 moves: 350, 1.0235; no limit: 350, 1.0229, up to 0.06 ms later.
+# dims (seeds 0 to 7) as cheap as the exhaustive search's plan, and the geometric mean of the cost
+# over it: 1,017 of 1,200 and 1.0159 with 100 moves, 1,014 and 1.0168 with 48, 1,012 and 1.0181
+# with 24.  They take up to 0.23 ms of the slowest plans on 6 mesh dims.
 REWRITE_MOVES: float = 100
 # Besides the best path found, the greedy plan is improved by the rewrites too, and the cheaper of
 # the two kept: they reach different local optima (a probe's cheaper path is not always the better
-# start).  Seeds 0 to 2: 350 of 450 and 1.023 with it, 348 and 1.024 without (seed 3: 119 and 118 of
-# 150); 0.03 ms more (median).
+# start).  Seeds 0 to 7: 1,017 of 1,200 and 1.0159 with it, 1,012 and 1.0176 without; without any
+# rewrite 995 and 1.0233.
 IMPROVE_GREEDY = True
 
 
@@ -1252,7 +1405,7 @@ def _probe_depth(live: int) -> int:
     return max(0, min(PROBE_DEPTH, PROBE_DEPTH + PROBE_DEPTH_DIMS - live))
 
 
-def merge_gathers(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] = None) -> tuple[tuple[_IMove, ...], float]:
+def merge_gathers(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[_Walk] = None) -> tuple[tuple[_IMove, ...], float]:
     """The path improved locally by merging all_gathers, and its cost: two rewrites, tried in
     order and taken while one lowers the cost (each keeps the count of collectives or lowers it,
     and the state after the later all_gather).
@@ -1280,7 +1433,7 @@ def merge_gathers(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple
     cost = sum(costs)
     for _ in range(len(best)):  # each rewrite takes a move out or moves a mesh dim onto another stack
         found: Optional[tuple[_IMove, ...]] = None
-        found_walk: tuple = ()
+        found_walk: _Walk = ([], [], [])
         for i, (kind, dims, _) in enumerate(best):
             if kind != "all_gather":
                 continue
@@ -1322,11 +1475,13 @@ def merge_gathers(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple
     return best, cost
 
 
-class _Park(NamedTuple):
+@dataclass
+class _Park:
     """One way to park something early (:func:`park_early`): ``first`` the move that parks (a chunk
     inserted at ``at``, or the all_reduce / all_gather at ``at`` made a reduce_scatter / all_to_all),
     ``group`` the mesh dims parked on tensor dim ``onto``, gathered with the all_gather at ``until``
-    (``merged``) or by one more all_gather inserted before move ``until``."""
+    (``merged``) or by one more all_gather inserted before move ``until``.  (Not frozen, these two:
+    compiled, a frozen dataclass is slow to make; a NamedTuple's fields are slow to read.)"""
 
     first: str
     at: int
@@ -1336,7 +1491,8 @@ class _Park(NamedTuple):
     merged: bool
 
 
-class _Parkable(NamedTuple):
+@dataclass
+class _Parkable:
     """A collective at ``at`` that could park its mesh dims instead (see :class:`_Park`)."""
 
     at: int
@@ -1351,7 +1507,7 @@ def _collectives(imoves: Sequence[_IMove]) -> int:
     return sum(kind in COLLECTIVES for kind, _, _ in imoves)
 
 
-def park_early(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] = None) -> tuple[tuple[_IMove, ...], float]:
+def park_early(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[_Walk] = None) -> tuple[tuple[_IMove, ...], float]:
     """The path with one thing parked early, if that lowers its cost (the one that lowers it most),
     and its cost: a mesh dim that is Replicate for a while is chunked onto a tensor dim that
     nothing touches until it is gathered, and leaves with that all_gather (one all_gather of
@@ -1393,7 +1549,7 @@ def park_early(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] =
     return _cheaper(pb, best, walked, ((new, choice.at),))
 
 
-def _best_park(pb: _Problem, best: tuple[_IMove, ...], walked: tuple) -> Optional[_Park]:
+def _best_park(pb: _Problem, best: tuple[_IMove, ...], walked: _Walk) -> Optional[_Park]:
     """:func:`park_early`'s scan: the candidate that saves the most, priced from the path's steps."""
     costs, states, counts = walked
     n = len(best)
@@ -1420,7 +1576,10 @@ def _best_park(pb: _Problem, best: tuple[_IMove, ...], walked: tuple) -> Optiona
             bits |= 1 << m
         local = nbytes / counts[j]
         popped = pb.top_of(states[j][0], dims) if kind == "all_gather" else -1
-        longest = min(range(ndim), key=calm.__getitem__)  # the tensor dim left alone longest
+        longest = 0  # the tensor dim left alone longest (the first such)
+        for f in range(1, ndim):
+            if calm[f] < calm[longest]:
+                longest = f
         for m, since in free.items():
             k = size[m]
             shrink = 1 - 1 / k
@@ -1469,7 +1628,7 @@ def _best_park(pb: _Problem, best: tuple[_IMove, ...], walked: tuple) -> Optiona
     return choice
 
 
-def fold_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] = None) -> tuple[tuple[_IMove, ...], float]:
+def fold_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[_Walk] = None) -> tuple[tuple[_IMove, ...], float]:
     """The path with two moves of one mesh dim folded into fewer bytes, if that lowers its cost
     (the cheapest such path), and its cost:
 
@@ -1526,7 +1685,7 @@ def fold_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] =
     return _cheaper(pb, best, walked, candidates)
 
 
-def reorder_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple] = None) -> tuple[tuple[_IMove, ...], float]:
+def reorder_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[_Walk] = None) -> tuple[tuple[_IMove, ...], float]:
     """The path with neighbouring moves swapped where that lowers its cost, in one sweep from the
     start, and its cost: a move that divides the array more than its predecessor does (by
     ``_EFFECT``: a chunk or reduce_scatter after an all_gather, all_to_all, all_reduce or
@@ -1546,7 +1705,7 @@ def reorder_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple
     walked = walked or pb.walk(tuple(best))
     if walked is None:  # pragma: no cover - the callers' paths are walks
         return tuple(best), math.inf
-    costs, states, counts = (list(part) for part in walked)
+    costs, states, counts = list(walked[0]), list(walked[1]), list(walked[2])
     for i in range(len(best) - 1):
         if _EFFECT[best[i][0]][1] >= _EFFECT[best[i + 1][0]][1]:
             continue  # only what shrinks the array more goes first
@@ -1564,7 +1723,7 @@ def reorder_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[tuple
     return new, sum(costs)
 
 
-def _cheaper(pb: _Problem, path: tuple[_IMove, ...], walked: tuple,
+def _cheaper(pb: _Problem, path: tuple[_IMove, ...], walked: _Walk,
              candidates: Sequence[tuple[tuple[_IMove, ...], int]]) -> tuple[tuple[_IMove, ...], float]:
     """The cheapest of ``candidates`` (each a path and the number of moves it shares with ``path``
     first) that walks to the goal within the cap, if cheaper than ``path`` (``walked``: its walk)."""
@@ -1615,6 +1774,21 @@ def search_path(
     :data:`WIDE_BUDGET`); given one, the probes run first on any mesh
     (``math.inf``: the full search alone, always exact).
     """
+    if not gc.isenabled():
+        return _search(start, goal, mesh_shape, ndim, nbytes, model, bound, greedy, budget)
+    # a search allocates many short-lived tuples and frees them by reference counting: the cyclic
+    # collector's passes over them would find nothing (about a tenth of the time)
+    gc.disable()
+    try:
+        return _search(start, goal, mesh_shape, ndim, nbytes, model, bound, greedy, budget)
+    finally:
+        gc.enable()
+
+
+def _search(
+    start: SearchState, goal: SearchState, mesh_shape: tuple[int, ...], ndim: int, nbytes: int,
+    model: CostModel, bound: Optional[int], greedy: Optional[tuple[Move, ...]], budget: Optional[float],
+) -> SearchResult:
     if start == goal:
         return SearchResult((), 0.0, "exact", 0)
     pb = _Problem(start, goal, mesh_shape, ndim, nbytes, model, bound)
@@ -1653,6 +1827,11 @@ def search_path(
     work += exact.work
     if exact.imoves is not None:
         return SearchResult(pb.external(exact.imoves), exact.cost, "exact", work)
+    if not exact.complete and not stages:  # the full search alone ran out of its budget (rare)
+        out = _probes(pb, RESCUE_BUDGET, best_cost)
+        work += out.work
+        if out.imoves is not None:
+            best_moves, best_cost, method = out.imoves, out.cost, "approximate"
     if best_moves is None:  # a cap with no greedy plan to meet it, and the budget spent
         raise ValueError(f"no path from {start} to {goal} with at most {bound} collectives within the budget")
     if exact.complete:
