@@ -4,7 +4,7 @@
 (mypy and a C compiler at install time; ``DTENSOR_NP_PURE=1`` turns it off).
 The compiled module is the same code, so it plans the same steps from the
 same budgets (counted in moves, not time), only faster: about 4 times for
-:mod:`dtensor_np.plan_search` (3.9 to 4.5 times from 4 mesh dims on, median by
+:mod:`dtensor_np.plan_search` (4.0 to 4.5 times from 4 mesh dims on, median by
 mesh; benchmarks/README.md).  Without a build, the source runs.
 
 Each build appends ``SOURCE_SHA256``, the hash of the source it compiled, to

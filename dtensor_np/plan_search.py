@@ -24,17 +24,18 @@ replayed as moves):
 
 Up to :data:`EXACT_DIMS` (4) mesh dims of size > 1, ``FULL`` runs alone (an
 incumbent would prune nothing it expands: the work of A* is the states below
-the optimum), within :data:`EXACT_BUDGET`.  It finishes on all 1,182
+the optimum), within :data:`EXACT_BUDGET` (with no greedy plan, so no cap on
+the collectives, :data:`UNCAPPED_BUDGET`).  It finishes on all 1,182
 ``--mixed`` pairs of up to 3 such mesh dims of benchmarks/planner.py's seeds 0
-to 5 (588 work units at most, below), on its 480 benchmark pairs of 4 (seeds 0
-to 7; 967 at most) and on 313 of its 319 ``--mixed`` pairs of 4 (1,131 at
-most); the 6 others have no greedy plan (shard orders other than the
-default), so no cap on their collectives, and need 1,212 to 2,881 units.
-Where it does not finish, ``PROBES`` (below) runs after it with
-:data:`RESCUE_BUDGET` (on those 6 pairs: the exhaustive search's cost on 3, at
-most 1.11 times it on the others).  From 5 mesh dims on, the ``FULL`` search
-often does not finish within the budget (median 1,180 work units on
-2x2x2x2x2, 360 on 8x8x4x2x2, 7,500 on 2x2x2x2x2x2, up to 70,000), so
+to 5 (588 work units at most, below), on every one of its 480 seeded pairs of
+4 (seeds 0 to 7; 1,045 at most) and of 3,000 more (seeds 8 to 32 on 2x2x2x2,
+4x4x4x4, 2x3x4x2 and 1x2x2x1x2x2; 1,452 at most), and on 312 of its 319
+``--mixed`` pairs of 4; the 7 others have no greedy plan and need 1,131 to
+2,881 units.  Where it does not finish, ``PROBES`` (below) runs after it with
+:data:`RESCUE_BUDGET` (on those 7 pairs: the exhaustive search's cost on 4, at
+most 1.11 times it on the others).  From 5 mesh dims on, the ``FULL`` search often does not finish
+within the budget (median 1,040 work units on 2x2x2x2x2, 590 on 8x8x4x2x2,
+7,540 on 2x2x2x2x2x2, up to 134,610; seeds 0 to 3), so
 ``PROBES`` first looks for a cheap path: ``LANDING`` searches from the start
 (at most :data:`PROBE_ROOT` moves) and from every state within
 :func:`_probe_depth` moves of it (any ``FULL`` move; at most
@@ -49,7 +50,7 @@ wants it), shrinking the array for the collectives after it, the mesh dim
 gathered later with the rest of that tensor dim.  A ``LANDING`` search is
 short (10 to 60 moves).  ``FULL`` then gets what is left of the budget.
 Branching 2 moves deep on 5 and 6 mesh dims too (1 and 0 before) matches the
-exhaustive search's cost on 1,017 instead of 953 of the 1,200 benchmark pairs
+exhaustive search's cost on 1,042 instead of 953 of the 1,200 benchmark pairs
 of 4 to 6 mesh dims (seeds 0 to 7); it made the *shrunk starts* (every
 pending reduction reduce_scattered and every Replicate mesh dim chunked onto
 one tensor dim before a probe, from 5 mesh dims on) a loss, and they were
@@ -110,10 +111,11 @@ Budget.  The searches count their work: the moves they look at (the probes'
 own first moves too), and in ``FULL`` also :data:`EXPAND_WORK` per expansion
 and :data:`TIGHT_WORK` per sharper bound worked out (they take about that many
 moves' time).  Up to :data:`EXACT_DIMS` mesh dims of size > 1 ``FULL`` alone
-stops at :data:`EXACT_BUDGET`; from there the probes stop at :data:`BUDGET`
-(5 mesh dims) or :data:`WIDE_BUDGET` (from :data:`WIDE_DIMS` on: there a move
-costs more time, more of the states it reaches are new, each with its bound to
-work out), ``FULL`` at what is left.  The count is deterministic, so every
+stops at :data:`EXACT_BUDGET` (:data:`UNCAPPED_BUDGET` with no cap); from
+there on the probes stop at :data:`BUDGET` (5 mesh dims) or
+:data:`WIDE_BUDGET` (from :data:`WIDE_DIMS` on: there a move costs more time,
+more of the states it reaches are new, each with its bound to work out),
+``FULL`` at what is left.  The count is deterministic, so every
 rank plans the same steps, whether this module runs compiled or not.  A move
 is O(ndim + mesh dims) work.  The searches name a state by an int (each mesh
 dim's place and Partial flag packed: :meth:`_Problem.key`), work out a new
@@ -124,11 +126,10 @@ compiled by mypyc at install (:mod:`dtensor_np.native`), ~3 to 4.5 us from the
 source.  So a search is O(BUDGET (ndim + mesh dims)); the local rewrites after
 it (below) start no round past :data:`REWRITE_MOVES` walked moves, O(mesh dims
 + ndim) each.  Measured compiled, the plan's specs built too: 0.03 to 0.05 ms
-median on 2 and 3 mesh dims, 0.05 to 0.15 ms on 4, 0.42 to 0.72 ms on 5 and 6,
-at most 0.93 ms (benchmarks/planner.py's pairs of seeds 0 to 3 and their
---mixed pairs; the slowest: 4 mesh dims with no greedy plan, where ``FULL``
-and the probes after it both run); from the source, the same plans take 3.9
-to 4.5 times as long (benchmarks/README.md).  Worst case without the budget:
+median on 2 and 3 mesh dims, 0.05 to 0.15 ms on 4, 0.42 to 0.68 ms on 5 and 6,
+at most 0.90 ms (benchmarks/planner.py's pairs of seeds 0 to 3 and their
+--mixed pairs); from the source, the same plans take 4.0 to 4.5 times as long
+(benchmarks/README.md).  Worst case without the budget:
 the number of states, exponential in the mesh dims, as the exhaustive search.
 
 Guarantees.  Never more collectives than greedy (the cap) and never more cost
@@ -138,9 +139,11 @@ its steps always form a path of the graph, tested); the cost of
 up to :data:`EXACT_DIMS` mesh dims of size > 1 on all but the rare pairs
 above).  Otherwise the path is the cheapest that :data:`STAGES` (or, where
 ``FULL`` ran alone, the probes after it) found (``"approximate"``) or the
-greedy plan (``"greedy"``; with no greedy plan, :meth:`_Problem.fallback`), improved by
-:func:`improve_locally`, as the greedy plan is too (:data:`IMPROVE_GREEDY`;
-the cheaper of the two kept): :func:`merge_gathers` (two all_gathers made one, or
+greedy plan (``"greedy"``; with no greedy plan, :meth:`_Problem.fallback`),
+improved by :func:`improve_locally`, as the greedy plan and the probes' last
+paths that a cheaper one beat are too (:data:`IMPROVE_GREEDY`,
+:data:`IMPROVE_SUPERSEDED`; the cheapest kept: from each start the rewrites
+reach a different local optimum): :func:`merge_gathers` (two all_gathers made one, or
 a mesh dim moved by an all_to_all onto a tensor dim gathered later, to leave
 with it), :func:`park_early` (a mesh dim Replicate for a while chunked onto a
 tensor dim that is gathered later, an all_reduce made a reduce_scatter onto
@@ -470,8 +473,6 @@ class _Problem:
         # tensor dims empty in the target: interchangeable while empty (only the first is pushed onto)
         self.spare = tuple(d for d in range(ndim) if not self.goal_stacks[d])
         self.all_dims = tuple(range(ndim))
-        self._info: dict[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], int, int, int, float]] = {}
-        self._stack_info: list[dict[tuple[int, ...], tuple[int, int, int, bool, float]]] = [{} for _ in range(ndim)]
         self._h: dict[int, tuple[float, int]] = {}
         self._tight: dict[int, float] = {}
         self._pending: dict[int, dict[Partial, int]] = {}
@@ -575,41 +576,10 @@ class _Problem:
             self._product[mask] = got
         return got
 
-    def info(self, stacks: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], int, int, int, float]:
-        """Of a state's stacks: (settled prefix length per tensor dim, mask of stacked mesh dims,
-        mask of settled ones, number of stacks with an unsettled top, bound on their all_to_alls)."""
-        got = self._info.get(stacks)
-        if got is None:
-            settled_len = []
-            smask = settled = dirty = 0
-            moving = 0.0
-            for d, s in enumerate(stacks):
-                part = self._stack_info[d].get(s)
-                if part is None:
-                    part = self._stack_info[d][s] = self._one_stack(s, self.goal_stacks[d])
-                settled_len.append(part[0])
-                smask |= part[1]
-                settled |= part[2]
-                dirty += part[3]
-                moving += part[4]
-            got = self._info[stacks] = (tuple(settled_len), smask, settled, dirty, moving)
-        return got
-
-    def _one_stack(self, s: tuple[int, ...], g: tuple[int, ...]) -> tuple[int, int, int, bool, float]:
-        n = 0
-        smask = settled = 0
-        for a, b in zip(s, g):
-            if a != b:
-                break
-            settled |= 1 << a
-            n += 1
-        moving = 0.0
-        for m in s:
-            smask |= 1 << m
-        for m in s[n:]:
-            if self.goal_shard_mask >> m & 1:
-                moving += 1 - 1 / self.mesh_shape[m]
-        return n, smask, settled, len(s) > n, moving
+    def info(self, stacks: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], int]:
+        """Of a state's stacks: (settled prefix length per tensor dim, mask of stacked mesh dims), as
+        :meth:`view` works them out (the rewrites and :meth:`fallback` hold states, not keys)."""
+        return self.view(self.key((stacks, 0)))[2:]
 
     def heuristic(self, key: int, shards: int) -> tuple[float, int]:
         """Of the state ``key`` (:meth:`key`): (lower bound on the cost to the goal, lower bound on the
@@ -808,8 +778,9 @@ class _Problem:
     def successors(self, key: int, family: int, tight: bool = False, most: float = math.inf) -> list[tuple[str, tuple[int, ...], int, int, int]]:
         """The moves out of the state ``key`` (:meth:`key`) in a family: (kind, mesh dims, tensor dim
         landed on or -1, group size, next state's key); once there are more than ``most``, perhaps
-        not all (the caller's budget ends before them).  A list, not a generator: compiled, its
-        locals stay in registers."""
+        not all (the caller's budget ends before them: every early return follows an append, so the
+        list is then longer than ``most``, which may be negative).  A list, not a generator:
+        compiled, its locals stay in registers."""
         out: list[tuple[str, tuple[int, ...], int, int, int]] = []
         stacks, pmask, settled_len, smask = self.view(key)
         ndim = self.ndim
@@ -1054,8 +1025,7 @@ class _Problem:
             state = self.apply(state, move)  # type: ignore[assignment]
             if state is None:
                 return None
-            grow = _EFFECT[move[0]][1]
-            shards = shards * k if grow > 0 else shards // k if grow else shards
+            shards = _shards_after(move[0], k, shards)
             states.append(state)
             counts.append(shards)
         return costs, states, counts
@@ -1108,11 +1078,14 @@ class _Problem:
 class _Outcome:
     """What a search found (a plain class: compiled, a frozen dataclass is slow to make)."""
 
-    def __init__(self, imoves: Optional[tuple[_IMove, ...]], cost: float, complete: bool, work: int) -> None:
+    def __init__(self, imoves: Optional[tuple[_IMove, ...]], cost: float, complete: bool, work: int,
+                 superseded: Optional[list[tuple[_IMove, ...]]] = None) -> None:
         self.imoves = imoves  # None: nothing cheaper than ``upper`` found
         self.cost = cost
         self.complete = complete  # the search ran to its end within the budget
         self.work = work
+        # the paths it found before imoves, each beaten by the next (the probes keep them)
+        self.superseded = superseded if superseded is not None else []
 
 
 # A node of the searches' heaps: (f, tie, g, state (its key), collectives used, shards, path as
@@ -1120,11 +1093,15 @@ class _Outcome:
 _Node = tuple[float, int, float, int, int, int, object]
 
 
-# kind -> (counts as a collective, how it changes the number of shards: -1 divides, 1 multiplies)
-_EFFECT = {
-    "all_gather": (1, -1), "all_to_all": (1, 0), "all_reduce": (1, 0), "reduce_scatter": (1, 1),
-    "chunk": (0, 1), "partition": (0, 0),
-}
+# kind -> how it changes the number of shards: -1 divides it by the group's size, 1 multiplies
+_GROWTH = {"all_gather": -1, "all_to_all": 0, "all_reduce": 0, "reduce_scatter": 1, "chunk": 1, "partition": 0}
+
+
+def _shards_after(kind: str, k: int, shards: int) -> int:
+    """The number of shards after a move of ``kind`` over a group of ``k`` ranks from ``shards``."""
+    if kind == "chunk" or kind == "reduce_scatter":
+        return shards * k
+    return shards // k if kind == "all_gather" else shards
 
 
 def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = False, node: Optional[_Node] = None,
@@ -1213,12 +1190,12 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
             work += 1
             if work > budget:  # mid-expansion too: one state may have thousands of moves
                 return _Outcome(None, upper, False, work)
-            n_used = used if kind == "chunk" or kind == "partition" else used + 1
+            n_used = used + (kind in COLLECTIVES)
             c = g + pb.step_cost(kind, k, local)
             key = nxt * stride + n_used
             if c >= best.get(key, inf):
                 continue
-            nshards = shards * k if e >= 0 and kind != "all_to_all" else shards // k if kind == "all_gather" else shards
+            nshards = _shards_after(kind, k, shards)
             got = hcache.get(nxt)
             h, n_coll = got if got is not None else pb.bound_of(nxt, nshards)
             if n_used + n_coll > bound or c + h >= limit:
@@ -1254,6 +1231,7 @@ def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
     seen: set[int] = set()
     shared: dict[int, tuple[float, int]] = {}
     best: Optional[tuple[_IMove, ...]] = None
+    superseded: list[tuple[_IMove, ...]] = []
     while heap and work < budget:
         f, depth, _, node = heapq.heappop(heap)
         if f >= upper:
@@ -1270,6 +1248,8 @@ def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
                          shared=shared)
             work += out.work
             if out.imoves is not None:
+                if best is not None:
+                    superseded.append(best)
                 best, upper = out.imoves, out.cost
         if depth == depth_limit:
             continue
@@ -1279,16 +1259,16 @@ def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
             work += 1
             if work > budget:
                 break
-            coll = 0 if kind == "chunk" or kind == "partition" else 1
+            coll = int(kind in COLLECTIVES)
             c = g + pb.step_cost(kind, k, local)
-            nshards = shards * k if e >= 0 and kind != "all_to_all" else shards // k if kind == "all_gather" else shards
+            nshards = _shards_after(kind, k, shards)
             got = hcache.get(nxt)
             h, n_coll = got if got is not None else pb.bound_of(nxt, nshards)
             if used + coll + n_coll > bound or c + h >= upper:
                 continue
             heapq.heappush(heap, (c + h, depth + 1, tie, (c + h, -1, c, nxt, used + coll, nshards, (links, move))))
             tie += 1
-    return _Outcome(best, upper, not heap, work)
+    return _Outcome(best, upper, not heap, work, superseded)
 
 
 def greedy_path(start: SearchState, goal: Optional[SearchState], mesh_shape: tuple[int, ...], steps: Sequence[tuple[int, Placement, Placement]]) -> Optional[tuple[Move, ...]]:
@@ -1357,46 +1337,55 @@ STAGES: tuple[tuple[int, Optional[float]], ...] = ((PROBES, None),)
 # longer to rewrite and to build): about the most that plans every pair of benchmarks/planner.py
 # (seeds 0 to 3) and of --mixed within 0.9 ms on a 2-core VM with this module compiled
 # (dtensor_np.native), the rewrites and the plan's specs included.  Benchmark pairs of 4 to 6 mesh
-# dims, seeds 0 to 7: 1,017 of 1,200 as cheap as the exhaustive search's plan, 1.016 times its cost
-# (geometric mean); 1,021 and 1.015 with 850 and 700; 1,013 with 800 and 560, 1,008 with 500.
-BUDGET: float = 800
+# dims, seeds 0 to 7: 1,042 of 1,200 as cheap as the exhaustive search's plan, 1.011 times its cost
+# (geometric mean); 1,044 and 1.011 with 800 and 640 (0.94 ms at most), 1,040 with 650 and 600,
+# 1,035 with 720 and 540.
+BUDGET: float = 720
 WIDE_DIMS = 6
-WIDE_BUDGET: float = 640
+WIDE_BUDGET: float = 600
 # The full search counts more than its moves: an expansion as 2 moves, the bound with no collective
 # to spare (_Problem.tight) as 3 (measured from the source when states were tuples: 2.1 us a move,
 # 4.2 an expansion, 5.6 the bound), so that its budget stands for time as the probes' does.
 EXPAND_WORK: Final = 2
 TIGHT_WORK: Final = 3
 EXACT_DIMS = 4
-# Up to EXACT_DIMS mesh dims of size > 1 the full search runs alone with this budget: it finishes on
-# every --mixed pair of up to 3 such dims of seeds 0 to 5 (1,182 pairs, 588 units at most), on every
-# benchmark pair of 4 (480 pairs, seeds 0 to 7, 967 at most) and on 313 of the 319 --mixed pairs of 4
-# (1,131 at most); the 6 others, with no greedy plan to cap their collectives, need 1,212 to 2,881.
-EXACT_BUDGET: float = 1200
-# Where the full search alone stops at EXACT_BUDGET, the probes then run with this budget (on those
-# 6 pairs: the exhaustive search's cost on 3, at most 1.11 times it on the others; without them the
-# simple plan improved locally costs up to 2.0 times it); 0.93 ms at most with them.
+# Up to EXACT_DIMS mesh dims of size > 1 the full search runs alone, within EXACT_BUDGET where the
+# greedy plan caps the collectives: it finishes on every --mixed pair of up to 3 such dims of seeds 0
+# to 5 (1,182 pairs, 588 units at most), on every benchmark pair of 4 of seeds 0 to 7 (480 pairs,
+# 1,045 at most) and of seeds 8 to 32 on meshes 2x2x2x2, 4x4x4x4, 2x3x4x2 and 1x2x2x1x2x2 (3,000
+# pairs, 1,452 at most; 6 above 1,200) and on the 198 --mixed pairs of 4 with a greedy plan (794 at
+# most).  With no greedy plan, so no cap, within UNCAPPED_BUDGET: 114 of the 121 --mixed pairs of 4
+# (the 7 others need 1,131 to 2,881), and the probes after it need the time left.
+EXACT_BUDGET: float = 1500
+UNCAPPED_BUDGET: float = 1000
+# Where the full search alone stops at its budget, the probes then run with this budget (on those 7
+# pairs: the exhaustive search's cost on 4, at most 1.11 times it on the others, as with 1,200 moves
+# for the full search; without the probes the simple plan improved locally costs up to 2.0 times it).
 RESCUE_BUDGET: float = 200
 # The probes branch PROBE_DEPTH moves from the start up to PROBE_DEPTH_DIMS mesh dims of size > 1
-# (one less per mesh dim beyond): 1,017 of the 1,200 benchmark pairs (seeds 0 to 7) as cheap as the
-# exhaustive search's plan, against 1,002 branching 1 move on 6 mesh dims and 953 with 1 on 5 and
-# none on 6 (the depths before).
+# (one less per mesh dim beyond): 1,042 of the 1,200 benchmark pairs (seeds 0 to 7) as cheap as the
+# exhaustive search's plan, against 1,026 branching 1 move on 6 mesh dims and 953 with 1 on 5 and
+# none on 6 (the depths before).  A probe but the first looks at PROBE_MOVES moves at most: 1,031
+# with 60 (fewer moves, more probes), 1,036 with 80; from 100 on the probes seldom need more.
 PROBE_DEPTH = 2
 PROBE_DEPTH_DIMS = 6
-PROBE_MOVES: float = 60
+PROBE_MOVES: float = 100
 PROBE_ROOT: float = 150
 # The local rewrites after an unproved search start no round once they have walked this many moves
 # (several rounds of park_early, fold_moves and reorder_moves after merge_gathers on a path of 10
 # moves; a rewritten path walks only from its first changed move).  Benchmark pairs of 4 to 6 mesh
 # dims (seeds 0 to 7) as cheap as the exhaustive search's plan, and the geometric mean of the cost
-# over it: 1,017 of 1,200 and 1.0159 with 100 moves, 1,014 and 1.0168 with 48, 1,012 and 1.0181
-# with 24.  They take up to 0.23 ms of the slowest plans on 6 mesh dims.
+# over it: 1,042 of 1,200 and 1.0111 with 100 moves, 1,041 and 1.0113 with 48, 1,036 and 1.0124
+# with 24.  A call takes up to about 0.1 ms on 6 mesh dims.
 REWRITE_MOVES: float = 100
-# Besides the best path found, the greedy plan is improved by the rewrites too, and the cheaper of
-# the two kept: they reach different local optima (a probe's cheaper path is not always the better
-# start).  Seeds 0 to 7: 1,017 of 1,200 and 1.0159 with it, 1,012 and 1.0176 without; without any
-# rewrite 995 and 1.0233.
+# Besides the best path found, the greedy plan is improved by the rewrites too, and the cheapest
+# result kept: they reach different local optima (a probe's cheaper path is not always the better
+# start).  Seeds 0 to 7: 1,042 of 1,200 and 1.0111 with it, 1,041 and 1.0115 without.
 IMPROVE_GREEDY = True
+# Likewise the probes' paths that a cheaper one beat, the latest first, at most this many: 1,042 of
+# 1,200 and 1.0111 with 2 (or 3), 1,035 with 1, 1,023 and 1.0144 with none; with no rewrites at all
+# (nor of the greedy plan) 998 and 1.0204.
+IMPROVE_SUPERSEDED = 2
 
 
 def _probe_depth(live: int) -> int:
@@ -1688,7 +1677,7 @@ def fold_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[_Walk] =
 def reorder_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[_Walk] = None) -> tuple[tuple[_IMove, ...], float]:
     """The path with neighbouring moves swapped where that lowers its cost, in one sweep from the
     start, and its cost: a move that divides the array more than its predecessor does (by
-    ``_EFFECT``: a chunk or reduce_scatter after an all_gather, all_to_all, all_reduce or
+    ``_GROWTH``: a chunk or reduce_scatter after an all_gather, all_to_all, all_reduce or
     partition; an all_to_all, all_reduce or partition after an all_gather) goes first when the two
     reach the same state either way, so the move after it touches fewer bytes.  Each swap is
     checked by walking the two moves alone: O(len(path) * (mesh dims + tensor dims)).
@@ -1707,7 +1696,7 @@ def reorder_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[_Walk
         return tuple(best), math.inf
     costs, states, counts = list(walked[0]), list(walked[1]), list(walked[2])
     for i in range(len(best) - 1):
-        if _EFFECT[best[i][0]][1] >= _EFFECT[best[i + 1][0]][1]:
+        if _GROWTH[best[i][0]] >= _GROWTH[best[i + 1][0]]:
             continue  # only what shrinks the array more goes first
         pair = (best[i + 1], best[i])
         window = pb.walk(pair, states[i], counts[i])
@@ -1743,8 +1732,9 @@ def improve_locally(pb: _Problem, imoves: Sequence[_IMove]) -> tuple[tuple[_IMov
     walks; a count, so every rank rewrites alike; a rewritten path is walked from its first changed
     move, :meth:`_Problem.rewalk`).  A round is not cut short: a call walks 37.5 moves median and
     123 at most on the plans of 4 to 6 mesh dims that the search did not prove
-    (benchmarks/planner.py's seeded pairs of seeds 0 to 3 and ``--mixed`` pairs; the limit holds
-    per call, and :func:`search_path` makes two, :data:`IMPROVE_GREEDY`).  Each rewrite keeps the
+    (benchmarks/planner.py's seeded pairs of seeds 0 to 3 and ``--mixed`` pairs, with the sixth
+    version's budgets; the limit holds per call, and :func:`search_path` makes up to four,
+    :data:`IMPROVE_GREEDY`, :data:`IMPROVE_SUPERSEDED`).  Each rewrite keeps the
     path a path of the graph to the goal within the cap.
     """
     limit = pb.walked + REWRITE_MOVES
@@ -1770,14 +1760,18 @@ def search_path(
 
     ``greedy`` is the greedy plan as a path (:func:`greedy_path`), an upper
     bound the result never exceeds.  ``budget`` overrides the budget that the
-    number of mesh dims of size > 1 gives (:data:`EXACT_BUDGET`, :data:`BUDGET`,
-    :data:`WIDE_BUDGET`); given one, the probes run first on any mesh
+    number of mesh dims of size > 1 gives (:data:`EXACT_BUDGET`, :data:`UNCAPPED_BUDGET`,
+    :data:`BUDGET`, :data:`WIDE_BUDGET`); given one, the probes run first on any mesh
     (``math.inf``: the full search alone, always exact).
+
+    Python's cyclic garbage collector is paused while it searches (for the whole process: a
+    search allocates many short-lived tuples, all freed by reference counting, and takes at most
+    about 1 ms), and resumed after.
     """
     if not gc.isenabled():
         return _search(start, goal, mesh_shape, ndim, nbytes, model, bound, greedy, budget)
     # a search allocates many short-lived tuples and frees them by reference counting: the cyclic
-    # collector's passes over them would find nothing (about a tenth of the time)
+    # collector's passes over them would find nothing (a tenth of the time of a 2,000-move search)
     gc.disable()
     try:
         return _search(start, goal, mesh_shape, ndim, nbytes, model, bound, greedy, budget)
@@ -1794,12 +1788,15 @@ def _search(
     pb = _Problem(start, goal, mesh_shape, ndim, nbytes, model, bound)
     live = len(pb.live)
     # up to EXACT_DIMS mesh dims of size > 1 the full search runs alone (module docstring)
-    stages = STAGES if (budget is not None or live > EXACT_DIMS) else ()
+    full_alone = budget is None and live <= EXACT_DIMS
+    stages = () if full_alone else STAGES
     total: float
     if budget is not None:
         total = budget
+    elif full_alone:
+        total = EXACT_BUDGET if bound is not None else UNCAPPED_BUDGET
     else:
-        total = EXACT_BUDGET if live <= EXACT_DIMS else BUDGET if live < WIDE_DIMS else WIDE_BUDGET
+        total = BUDGET if live < WIDE_DIMS else WIDE_BUDGET
     # the best path so far, as internal moves (converted once, at the end)
     best_moves: Optional[tuple[_IMove, ...]] = None
     best_cost = math.inf
@@ -1814,11 +1811,13 @@ def _search(
         if pb.reaches_goal(simple, walked):
             best_moves, best_cost, method = simple, sum(walked[0]), "approximate"  # type: ignore[index]
     work = 0
+    superseded: list[tuple[_IMove, ...]] = []  # the probes' paths that a cheaper one beat, in order
     # with no limit the full search alone decides (an incumbent prunes nothing it would expand)
     for family, most in stages if total < math.inf else ():
         most = max(0, total - work) if most is None else most
         out = _probes(pb, most, best_cost) if family == PROBES else _astar(pb, family, most, best_cost)
         work += out.work
+        superseded += out.superseded
         if out.imoves is not None:
             best_moves, best_cost, method = out.imoves, out.cost, "approximate"
     # ties: among plans as cheap as the best so far, the full search's own pick (most often the
@@ -1827,19 +1826,22 @@ def _search(
     work += exact.work
     if exact.imoves is not None:
         return SearchResult(pb.external(exact.imoves), exact.cost, "exact", work)
-    if not exact.complete and not stages:  # the full search alone ran out of its budget (rare)
+    if full_alone and not exact.complete:  # it ran out of its budget (rare): the probes, briefly
         out = _probes(pb, RESCUE_BUDGET, best_cost)
         work += out.work
+        superseded += out.superseded
         if out.imoves is not None:
             best_moves, best_cost, method = out.imoves, out.cost, "approximate"
     if best_moves is None:  # a cap with no greedy plan to meet it, and the budget spent
         raise ValueError(f"no path from {start} to {goal} with at most {bound} collectives within the budget")
     if exact.complete:
         method = "exact"
-    else:  # not proved optimal: improved by local rewrites
+    else:  # not proved optimal: improved by local rewrites, from other starts too (the cheapest kept)
+        starts = [greedy_moves] if IMPROVE_GREEDY and greedy_moves is not None and method != "greedy" else []
+        starts += superseded[::-1][:IMPROVE_SUPERSEDED]
         improved, cost = improve_locally(pb, best_moves)
-        if IMPROVE_GREEDY and greedy_moves is not None and method != "greedy":
-            other, other_cost = improve_locally(pb, greedy_moves)
+        for other_start in starts:
+            other, other_cost = improve_locally(pb, other_start)
             if other_cost < cost:
                 improved, cost = other, other_cost
         if cost < best_cost:
