@@ -78,8 +78,9 @@ def check_plan(src, dst, plan):
 @given(spec_pairs())
 def test_the_search_is_exact_up_to_three_mesh_dims(pair):
     """Up to 3 mesh dims of size > 1 the full search runs alone within EXACT_BUDGET (UNCAPPED_BUDGET with no
-    greedy plan): exact, unless it spent all of that (none of the 1,182 --mixed pairs of benchmarks/planner.py's seeds 0 to 5, whose slowest needs
-    588 units; then the probes and the rewrites improve the greedy or simple plan)."""
+    greedy plan): exact, unless it spent all of that (none of the 1,182 --mixed pairs of benchmarks/planner.py's
+    seeds 0 to 5, whose slowest needs 588 units; then the probes and the rewrites improve the greedy or
+    simple plan)."""
     src, dst = pair
     plan = dt.plan_redistribute(src, dst)
     check_plan(src, dst, plan)
@@ -639,9 +640,9 @@ def test_a_four_dim_pair_that_probes_and_rewrites_planned_above_the_optimum_is_e
 def test_where_the_full_search_alone_stops_at_its_budget_the_probes_rescue_the_plan(monkeypatch):
     """One of the 7 of 319 --mixed pairs of 4 mesh dims of size > 1 (seed 3) whose full search does not
     finish within its budget (UNCAPPED_BUDGET): no greedy plan (shard orders other than the default), so
-    no cap on the collectives.  The probes then run with RESCUE_BUDGET and find the exhaustive search's cost; without
-    them the simple plan improved locally costs 1.8 times as much.  The plan is a path to the target and
-    keeps the value."""
+    no cap on the collectives.  The probes then run with RESCUE_BUDGET and find the exhaustive search's
+    cost; without them the simple plan improved locally costs 1.8 times as much.  The plan is a path to
+    the target and keeps the value."""
     mesh = DeviceMesh((2, 4, 2, 3))
     meta = TensorMeta((54, 40, 52), "float32")
     src = DTensorSpec(mesh, (R, Shard(1), Shard(1), Shard(1)), meta, ((1, (1, 2, 3)),))
