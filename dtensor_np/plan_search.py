@@ -1209,12 +1209,12 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
 def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
     """``LANDING`` searches from the start and from every state within :func:`_probe_depth` moves of it
     (any move of ``FULL``), best first by the lower bound; the first may look at :data:`PROBE_ROOT`
-    moves, each other at :data:`PROBE_MOVES`.  The searches share
-    one table of the states they expanded: a state an earlier one expanded from no more cost and
-    collectives is not expanded again (a probe is a heuristic: this drops nothing the guarantees need).
+    moves, each other at :data:`PROBE_MOVES`.  The searches share one table of the states they
+    expanded: a state an earlier one expanded from no more cost and collectives is not expanded again
+    (a probe is a heuristic: this drops nothing the guarantees need).
 
-    The cheapest path found below ``upper`` (or None), and the moves looked at, the probes' first
-    moves counted too; past ``budget`` the probes stop.
+    The cheapest path found below ``upper`` (or None), the paths it beat (``superseded``), and the
+    moves looked at, the probes' first moves counted too; past ``budget`` the probes stop.
     """
     bound = pb.bound if pb.bound is not None else _UNCAPPED
     nbytes = pb.nbytes
