@@ -441,22 +441,23 @@ class _Problem:
         self.places = 0  # the places of every mesh dim, no Partial flag
         for m in self.live:
             self.places |= (self.partial_flag - 1) << self.shift[m]
-        self._views: dict[int, tuple[tuple[tuple[int, ...], ...], int, tuple[int, ...], int]] = {}
         self.td_mask = (1 << self.td_bits) - 1
         self.lane = max(1, len(self.live))  # a bit per place in a stack
         # per mesh dim: its place in the target (0: none); what an all_to_all of it costs in the
         # bound (1 - 1/k where the target shards it, else 0)
+        self.start = self._istate(start)
+        self.goal = self._istate(goal)
         self.goal_place = [0] * len(mesh_shape)
-        for d, s in enumerate(self._istate(goal)[0]):
+        for d, s in enumerate(self.goal[0]):
             for pos, m in enumerate(s):
                 self.goal_place[m] = (d + 1) | pos << self.td_bits
         self.weight = [0.0] * len(mesh_shape)
         for m in self.live:
             if isinstance(goal[0][m], Shard):
                 self.weight[m] = 1 - 1 / mesh_shape[m]
+        # view()'s tables: by key, and the stacks part of it by the key without Partial flags
+        self._views: dict[int, tuple[tuple[tuple[int, ...], ...], int, tuple[int, ...], int]] = {}
         self._stacks: dict[int, tuple[tuple[tuple[int, ...], ...], tuple[int, ...], int]] = {}
-        self.start = self._istate(start)
-        self.goal = self._istate(goal)
         self.start_key = self.key(self.start)
         self.goal_key = self.key(self.goal)
         self.goal_stacks = self.goal[0]
@@ -1093,15 +1094,18 @@ class _Outcome:
 _Node = tuple[float, int, float, int, int, int, object]
 
 
-# kind -> how it changes the number of shards: -1 divides it by the group's size, 1 multiplies
-_GROWTH = {"all_gather": -1, "all_to_all": 0, "all_reduce": 0, "reduce_scatter": 1, "chunk": 1, "partition": 0}
+def _growth(kind: str) -> int:
+    """How a move of ``kind`` changes the number of shards: 1 multiplies it by the group's size (a
+    chunk, a reduce_scatter), -1 divides it (an all_gather), 0 keeps it."""
+    if kind == "chunk" or kind == "reduce_scatter":
+        return 1
+    return -1 if kind == "all_gather" else 0
 
 
 def _shards_after(kind: str, k: int, shards: int) -> int:
     """The number of shards after a move of ``kind`` over a group of ``k`` ranks from ``shards``."""
-    if kind == "chunk" or kind == "reduce_scatter":
-        return shards * k
-    return shards // k if kind == "all_gather" else shards
+    grow = _growth(kind)
+    return shards * k if grow > 0 else shards // k if grow else shards
 
 
 def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = False, node: Optional[_Node] = None,
@@ -1677,7 +1681,7 @@ def fold_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[_Walk] =
 def reorder_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[_Walk] = None) -> tuple[tuple[_IMove, ...], float]:
     """The path with neighbouring moves swapped where that lowers its cost, in one sweep from the
     start, and its cost: a move that divides the array more than its predecessor does (by
-    ``_GROWTH``: a chunk or reduce_scatter after an all_gather, all_to_all, all_reduce or
+    :func:`_growth`: a chunk or reduce_scatter after an all_gather, all_to_all, all_reduce or
     partition; an all_to_all, all_reduce or partition after an all_gather) goes first when the two
     reach the same state either way, so the move after it touches fewer bytes.  Each swap is
     checked by walking the two moves alone: O(len(path) * (mesh dims + tensor dims)).
@@ -1696,7 +1700,7 @@ def reorder_moves(pb: _Problem, imoves: Sequence[_IMove], walked: Optional[_Walk
         return tuple(best), math.inf
     costs, states, counts = list(walked[0]), list(walked[1]), list(walked[2])
     for i in range(len(best) - 1):
-        if _GROWTH[best[i][0]] >= _GROWTH[best[i + 1][0]]:
+        if _growth(best[i][0]) >= _growth(best[i + 1][0]):
             continue  # only what shrinks the array more goes first
         pair = (best[i + 1], best[i])
         window = pb.walk(pair, states[i], counts[i])
