@@ -1,9 +1,10 @@
-"""Builds dtensor_np (its metadata is in setup.cfg), compiling dtensor_np.native.COMPILED with mypyc where it can.
+"""Builds dtensor_np (its metadata is in setup.cfg), compiling dtensor_np.native.COMPILED with mypyc and
+dtensor_np.native.CORES with Cython where it can.
 
 The compiled modules are optional: without a C compiler, with a type error
 mypyc refuses, with ``DTENSOR_NP_PURE=1``, or without mypy (a build
 requirement in pyproject.toml: only a ``--no-build-isolation`` install can
-lack it), the install is pure Python and plans the same steps, more slowly
+lack it; Cython likewise, for the cores), the install is pure Python and plans the same steps, more slowly
 (dtensor_np/native.py), and a build that an earlier install left in the tree
 is removed.  Each module is compiled from a staged copy of the sources with
 ``SOURCE_SHA256`` (the hash of its ``.py``) appended, which dtensor_np.native
@@ -29,30 +30,53 @@ TARGET = Path("build", "mypyc")
 BUILDS = {"build", "build_ext", "bdist_wheel", "editable_wheel", "develop", "install", "bdist_egg"}
 
 
-def compiled_modules() -> tuple[str, ...]:
-    """dtensor_np.native.COMPILED, read from its source (the package is not importable at build time)."""
+def compiled_modules(name: str = "COMPILED") -> tuple[str, ...]:
+    """dtensor_np.native.COMPILED (or CORES), read from its source (the package is not importable at
+    build time)."""
     tree = ast.parse((HERE / "dtensor_np" / "native.py").read_text())
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "COMPILED" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
             return tuple(ast.literal_eval(node.value))
-    raise RuntimeError("expected COMPILED = (...) in dtensor_np/native.py, got none")
+    raise RuntimeError(f"expected {name} = (...) in dtensor_np/native.py, got none")
 
 
-def staged_sources(modules: tuple[str, ...]) -> list[str]:
+def staged_sources(modules: tuple[str, ...], suffix: str = ".py") -> list[str]:
     """The packages copied to STAGE (mypy reads the modules they import), each compiled module with
-    its source hash appended; the paths of the compiled modules' copies."""
-    shutil.rmtree(STAGE, ignore_errors=True)
-    for package in ("dtensor_np", "collectives"):
-        shutil.copytree(HERE / package, STAGE / package, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyc"))
+    its source hash appended; the paths of the compiled modules' copies (``suffix``: ``.pyx`` for
+    the Cython cores)."""
+    if suffix == ".py":
+        shutil.rmtree(STAGE, ignore_errors=True)
+        for package in ("dtensor_np", "collectives"):
+            shutil.copytree(HERE / package, STAGE / package,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyc", "*.c"))
     paths = []
     for name in modules:
-        relative = Path(*name.split(".")).with_suffix(".py")
+        relative = Path(*name.split(".")).with_suffix(suffix)
         source = (HERE / relative).read_bytes()
         digest = hashlib.sha256(source).hexdigest()
         (STAGE / relative).write_bytes(
             source + f'\n\nSOURCE_SHA256 = "{digest}"  # appended by setup.py: the source this build compiled\n'.encode())
         paths.append(str(STAGE / relative))
     return paths
+
+
+def core_extensions(modules: tuple[str, ...]) -> list:
+    """The Cython extensions of dtensor_np.native.CORES (optional: no C compiler, no extension; their
+    users then search in Python), or none, with the reason on stderr."""
+    try:
+        from Cython.Build import cythonize
+        from setuptools import Extension
+    except ImportError:
+        return pure(modules, "Cython is not installed")
+    try:
+        paths = staged_sources(modules, ".pyx")
+        extensions = cythonize([Extension(name, [path]) for name, path in zip(modules, paths)],
+                               compiler_directives={"language_level": 3}, quiet=True)
+    except (Exception, SystemExit) as exc:
+        return pure(modules, f"Cython failed ({exc!r})")
+    for extension in extensions:
+        extension.optional = True
+    return extensions
 
 
 def remove_builds(modules: tuple[str, ...]) -> None:
@@ -78,9 +102,14 @@ def native_extensions() -> list:
     if not BUILDS & set(sys.argv[1:]):  # metadata only (pip's egg_info, dist_info)
         return []
     os.chdir(HERE)
-    modules = compiled_modules()
+    modules, cores = compiled_modules(), compiled_modules("CORES")
     if os.environ.get("DTENSOR_NP_PURE", "") not in ("", "0"):  # dtensor_np.native.PURE_ENV
-        return pure(modules, "DTENSOR_NP_PURE is set")
+        return pure(modules + cores, "DTENSOR_NP_PURE is set")
+    return mypyc_extensions(modules) + core_extensions(cores)
+
+
+def mypyc_extensions(modules: tuple[str, ...]) -> list:
+    """The mypyc extensions of dtensor_np.native.COMPILED, or none, with the reason on stderr."""
     try:
         from mypyc.build import mypycify
     except ImportError:

@@ -1,16 +1,21 @@
-"""The modules that may run compiled (mypyc), and the guard that keeps a stale build out.
+"""The modules that may run compiled (mypyc, Cython), and the guard that keeps a stale build out.
 
-``setup.py`` compiles the modules in :data:`COMPILED` with mypyc when it can
-(mypy and a C compiler at install time; ``DTENSOR_NP_PURE=1`` turns it off).
-The compiled module is the same code, so it plans the same steps from the
-same budgets (counted in moves, not time), only faster: about 4 times for
-:mod:`dtensor_np.plan_search` (4.0 to 4.5 times from 4 mesh dims on, median by
-mesh; benchmarks/README.md).  Without a build, the source runs.
+``setup.py`` compiles the modules in :data:`COMPILED` with mypyc and those in
+:data:`CORES` with Cython when it can (mypy, Cython and a C compiler at install
+time; ``DTENSOR_NP_PURE=1`` turns both off).  The mypyc module is the same
+code, so it plans the same steps from the same budgets (counted in moves, not
+time), only faster: about 4 times for :mod:`dtensor_np.plan_search`.  A core
+(``dtensor_np/_search_core.pyx``: the planner's A* in C) is not importable
+as Python: where it is not built, plan_search runs its own search, with the
+same result, 9 to 12 times more slowly a move compiled by mypyc, 30 to 40
+times from the source (benchmarks/README.md).  Without a build, the source
+runs.
 
 Each build appends ``SOURCE_SHA256``, the hash of the source it compiled, to
 the module.  :func:`load` keeps a compiled module only while that hash matches
-the ``.py`` beside it: after an edit (an editable install is not rebuilt by
-editing), or with a build that does not import, the source runs and a
+the ``.py`` beside it (:func:`load_core`: the ``.pyx``): after an edit (an
+editable install is not rebuilt by editing), or with a build that does not
+import, the source runs (the core is off) and a
 ``RuntimeWarning`` (on every rank) says to rebuild with ``pip install -e .``.
 ``dtensor_np/__init__.py`` calls it before anything imports these modules.
 :func:`status` says what ran.
@@ -34,10 +39,13 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["COMPILED", "PURE_ENV", "load", "load_source", "pure_requested", "source_hash", "status"]
+__all__ = ["COMPILED", "CORES", "PURE_ENV", "load", "load_core", "load_source", "pure_requested", "source_hash",
+           "status"]
 
-# The modules setup.py compiles (it reads this tuple).
+# The modules setup.py compiles with mypyc (it reads this tuple).
 COMPILED = ("dtensor_np.plan_search",)
+# The modules setup.py compiles with Cython from their .pyx (it reads this tuple); loaded before COMPILED.
+CORES = ("dtensor_np._search_core",)
 # Set to 1: always the source, even where a fresh build exists.
 PURE_ENV = "DTENSOR_NP_PURE"
 
@@ -116,13 +124,43 @@ def load(name: str) -> ModuleType:
     return _exec_source(name, source)
 
 
+def load_core(name: str) -> ModuleType | None:
+    """Imports the core ``name`` (:data:`CORES`) if it is built, from the ``.pyx`` beside it, and
+    :data:`PURE_ENV` is unset; else None, and importing it raises ImportError (its user then runs
+    its Python twin)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    source = Path(__file__).with_name(name.rpartition(".")[2] + ".pyx")
+    spec = importlib.util.find_spec(name)
+    if pure_requested():
+        _status[name] = f"off ({PURE_ENV})"
+    elif spec is None or spec.origin is None:
+        _status[name] = "not built"
+    else:
+        try:
+            module = importlib.import_module(name)
+            fresh = getattr(module, "SOURCE_SHA256", None) == source_hash(source)
+        except Exception:  # a stale build may not even import
+            fresh = False
+        if fresh:
+            _status[name] = "compiled"
+            return module
+        _status[name] = "off (stale build)"
+        warnings.warn(f"{name}: the compiled build ({Path(spec.origin).name}) was not built from this {source.name} "
+                      f"(or does not import); searching in Python, slower, until it is rebuilt (pip install -e .)",
+                      RuntimeWarning, stacklevel=2)
+    sys.modules[name] = None  # type: ignore[assignment]  # an import of it raises ImportError
+    return None
+
+
 def status() -> dict[str, str]:
     """For each module of :data:`COMPILED`: ``"compiled"``, ``"source"`` (no build),
-    ``"source (stale build)"`` or ``"source (DTENSOR_NP_PURE)"``.
+    ``"source (stale build)"`` or ``"source (DTENSOR_NP_PURE)"``; of :data:`CORES`: ``"compiled"``,
+    ``"not built"``, ``"off (stale build)"`` or ``"off (DTENSOR_NP_PURE)"``.
 
     Example:
         >>> import dtensor_np
         >>> sorted(status())
-        ['dtensor_np.plan_search']
+        ['dtensor_np._search_core', 'dtensor_np.plan_search']
     """
-    return {name: _status.get(name, "not imported") for name in COMPILED}
+    return {name: _status.get(name, "not imported") for name in CORES + COMPILED}

@@ -29,17 +29,17 @@ the collectives, :data:`UNCAPPED_BUDGET`).  It finishes on all 1,182
 ``--mixed`` pairs of up to 3 such mesh dims of benchmarks/planner.py's seeds 0
 to 5 (588 work units at most, below), on every one of its 480 seeded pairs of
 4 (seeds 0 to 7; 1,045 at most) and of 3,000 more (seeds 8 to 32 on 2x2x2x2,
-4x4x4x4, 2x3x4x2 and 1x2x2x1x2x2; 1,452 at most), and on 312 of its 319
-``--mixed`` pairs of 4; the 7 others have no greedy plan and need 1,131 to
-2,881 units.  Where it does not finish, ``PROBES`` (below) runs after it with
-:data:`RESCUE_BUDGET` (on those 7 pairs: the exhaustive search's cost on 4, at
-most 1.11 times it on the others).  From 5 mesh dims on, the ``FULL`` search often does not finish
-within the budget (median 1,040 work units on 2x2x2x2x2, 590 on 8x8x4x2x2,
-7,540 on 2x2x2x2x2x2, up to 134,610; seeds 0 to 3), so
+4x4x4x4, 2x3x4x2 and 1x2x2x1x2x2; 1,452 at most), and on all 319 ``--mixed``
+pairs of 4 (2,881 at most, a pair with no greedy plan).  Where it does not
+finish, ``PROBES`` (below) runs after it with :data:`RESCUE_BUDGET`.  From 5
+mesh dims on, the ``FULL`` search needs more (median 1,040 work units on
+2x2x2x2x2, 590 on 8x8x4x2x2, 7,540 on 2x2x2x2x2x2, up to 134,610; seeds 0 to
+3) and finishes within the budget on 435 of the 480 seeded pairs of 5 mesh
+dims of seeds 0 to 7 but on 79 of 240 of 6, so
 ``PROBES`` first looks for a cheap path: ``LANDING`` searches from the start
 (at most :data:`PROBE_ROOT` moves) and from every state within
 :func:`_probe_depth` moves of it (any ``FULL`` move; at most
-:data:`PROBE_MOVES` moves each; 2 moves up to 6 mesh dims), taken best first
+:data:`PROBE_MOVES` moves each; 3 moves up to 6 mesh dims), taken best first
 by the lower bound and dropped once it reaches the best cost so far, the
 searches sharing one table of expanded states (none expands a state that an
 earlier one expanded from no more cost and collectives).  The cheapest plans
@@ -49,13 +49,23 @@ does not split there (one still to be gathered, or one already as the target
 wants it), shrinking the array for the collectives after it, the mesh dim
 gathered later with the rest of that tensor dim.  A ``LANDING`` search is
 short (10 to 60 moves).  ``FULL`` then gets what is left of the budget.
-Branching 2 moves deep on 5 and 6 mesh dims too (1 and 0 before) matches the
-exhaustive search's cost on 1,042 instead of 953 of the 1,200 benchmark pairs
-of 4 to 6 mesh dims (seeds 0 to 7); it made the *shrunk starts* (every
-pending reduction reduce_scattered and every Replicate mesh dim chunked onto
-one tensor dim before a probe, from 5 mesh dims on) a loss, and they were
-dropped (at the budgets of 850 and 700 moves: 493 of 600 pairs of seeds 4 to
-7 without them, 478 with; benchmarks/README.md).
+Branching 3 moves deep matches the exhaustive search's cost on 1,167 of the
+1,200 benchmark pairs of 4 to 6 mesh dims (seeds 0 to 7), 2 moves deep on
+1,151 at today's budgets (2 moves deep on 1,042 at the seventh version's,
+which were 10 times smaller, 1 and 0 moves deep on 953); branching deeper
+made the *shrunk starts* (every pending reduction reduce_scattered and every
+Replicate mesh dim chunked onto one tensor dim before a probe, from 5 mesh
+dims on) a loss, and they were dropped (benchmarks/README.md).
+
+The searches run in C.  :func:`_astar` (``FULL`` and ``LANDING``) and
+:func:`_probes` hand a problem to :class:`dtensor_np._search_core.Core`
+(dtensor_np/_search_core.pyx, built by Cython at install, :func:`_core`),
+which runs the same search over the same int keys: the same moves in the same
+order, the same float arithmetic in the same order, the same tie-breaks and
+work count, so the same path, cost and work (tests/test_search_core.py
+compares them on benchmark pairs and on hypothesis pairs at several budgets).
+A move takes about 0.08 us there against 0.6 to 1 us in this module compiled
+by mypyc; without a build this module's own searches run.
 
 ``PARKING`` (``LANDING`` plus reduce_scatter onto any tensor dim, in mesh dim
 order or its reverse) is kept for experiments (:data:`STAGES`).  Before
@@ -115,32 +125,33 @@ stops at :data:`EXACT_BUDGET` (:data:`UNCAPPED_BUDGET` with no cap); from
 there on the probes stop at :data:`BUDGET` (5 mesh dims) or
 :data:`WIDE_BUDGET` (from :data:`WIDE_DIMS` on: there a move costs more time,
 more of the states it reaches are new, each with its bound to work out),
-``FULL`` at what is left.  The count is deterministic, so every
-rank plans the same steps, whether this module runs compiled or not.  A move
-is O(ndim + mesh dims) work.  The searches name a state by an int (each mesh
-dim's place and Partial flag packed: :meth:`_Problem.key`), work out a new
-state's bound from it without building the state (:meth:`_Problem.bound_of`),
-and build a state's stacks only to expand it (:meth:`_Problem.view`): a move
-takes ~0.6 us on 4 mesh dims to ~0.95 us on 6 on a 2-core VM with the module
-compiled by mypyc at install (:mod:`dtensor_np.native`), ~3 to 4.5 us from the
-source.  So a search is O(BUDGET (ndim + mesh dims)); the local rewrites after
-it (below) start no round past :data:`REWRITE_MOVES` walked moves, O(mesh dims
-+ ndim) each.  Measured compiled, the plan's specs built too: 0.03 to 0.05 ms
-median on 2 and 3 mesh dims, 0.05 to 0.15 ms on 4, 0.42 to 0.68 ms on 5 and 6,
-at most 0.90 ms (benchmarks/planner.py's pairs of seeds 0 to 3 and their
---mixed pairs); from the source, the same plans take 4.0 to 4.5 times as long
-(benchmarks/README.md).  Worst case without the budget:
-the number of states, exponential in the mesh dims, as the exhaustive search.
+``FULL`` at what is left.  The count is deterministic, so every rank plans the
+same steps, whether the C core, this module compiled by mypyc or its source
+runs.  A move is O(ndim + mesh dims) work.  The searches name a state by an
+int (each mesh dim's place and Partial flag packed: :meth:`_Problem.key`), work
+out a new state's bound from it without building the state
+(:meth:`_Problem.bound_of`), and build a state's stacks only to expand it
+(:meth:`_Problem.view`): a move takes ~0.08 us in the C core (0.07 to 0.11 us
+from 5 to 6 mesh dims) on a 2-core VM, ~0.6 to 1 us in this module compiled by
+mypyc (:mod:`dtensor_np.native`), ~3 to 4.5 us from the source.  So a search
+is O(BUDGET (ndim + mesh dims)); the local rewrites after it (below) start no
+round past :data:`REWRITE_MOVES` walked moves, O(mesh dims + ndim) each.
+Measured with the core, the plan's specs built too: 0.02 to 0.04 ms median up
+to 4 mesh dims, 0.07 to 0.2 ms on 5 and 0.55 to 0.6 ms on 6, at most 0.9 ms
+(benchmarks/planner.py's pairs of seeds 0 to 3 and their --mixed pairs);
+without a build the same plans take up to about 20 ms (benchmarks/README.md).
+Worst case without the budget: the number of states, exponential in the mesh
+dims, as the exhaustive search.
 
 Guarantees.  Never more collectives than greedy (the cap) and never more cost
 than the greedy plan (it is the first incumbent: with default shard orders
 its steps always form a path of the graph, tested); the cost of
 :func:`exhaustive_path` whenever ``FULL`` finishes (``method == "exact"``;
 up to :data:`EXACT_DIMS` mesh dims of size > 1 on all but the rare pairs
-above).  Otherwise the path is the cheapest that :data:`STAGES` (or, where
-``FULL`` ran alone, the probes after it) found (``"approximate"``) or the
-greedy plan (``"greedy"``; with no greedy plan, :meth:`_Problem.fallback`),
-improved by :func:`improve_locally`, as the greedy plan and the probes' last
+above, on 9 in 10 pairs of 5).  Otherwise the path is the cheapest that
+:data:`STAGES` (or, where ``FULL`` ran alone, the probes after it) found
+(``"approximate"``) or the greedy plan (``"greedy"``; with no greedy plan,
+:meth:`_Problem.fallback`), improved by :func:`improve_locally`, as the greedy plan and the probes' last
 paths that a cheaper one beat are too (:data:`IMPROVE_GREEDY`,
 :data:`IMPROVE_SUPERSEDED`; the cheapest kept: from each start the rewrites
 reach a different local optimum): :func:`merge_gathers` (two all_gathers made one, or
@@ -170,15 +181,22 @@ from __future__ import annotations
 
 import gc
 import heapq
+import importlib
 import itertools
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, Final, Iterable, Iterator, Optional, Sequence, cast
+from typing import Any, Callable, Final, Iterable, Iterator, Optional, Sequence, cast
 
 from .cost_model import CostModel
 from .placements import Partial, Placement, Replicate, Shard
 from .spec import DTensorSpec, ShardOrder
+
+_core_module: Any = None  # the searches in C (dtensor_np/_search_core.pyx, built by Cython at install; optional)
+try:
+    _core_module = importlib.import_module("dtensor_np._search_core")
+except ImportError:  # pragma: no cover - a build without it searches in Python
+    pass
 
 __all__ = [
     "CostModel",
@@ -490,6 +508,7 @@ class _Problem:
         self.bytes_per_us = model.bytes_per_us if linear else 1.0
         self.local_bytes_per_us = model.local_bytes_per_us if linear else 1.0
         self.least_local = nbytes / fall
+        self.core: Any = _core(self) if USE_CORE else None
 
     def step_cost(self, kind: str, k: int, local: float) -> float:
         """:func:`_kind_cost`, spelled out for :class:`CostModel` (the same arithmetic, in the same order)."""
@@ -1076,6 +1095,23 @@ class _Problem:
         return tuple(path)
 
 
+# Whether the searches run in C where they can (:func:`_core`); the tests turn it off to compare.
+USE_CORE = True
+
+
+def _core(pb: _Problem) -> Any:
+    """The C core (dtensor_np/_search_core.pyx) for ``pb``, or None where there is no build or ``pb``
+    is beyond it: another cost model than :class:`CostModel`'s, more live mesh dims or tensor dims
+    than it holds, keys of more than 60 bits, an array of 2**53 bytes or more."""
+    if _core_module is None or not pb.linear or pb.nbytes >= 1 << 53:
+        return None
+    if len(pb.live) > _core_module.MAX_LIVE or pb.ndim > _core_module.MAX_DIMS or len(pb.mesh_shape) > _core_module.MAX_MESH:
+        return None
+    if len(pb.live) * pb.partial_flag.bit_length() > 60:  # the key's bits
+        return None
+    return _core_module.Core(pb, pb.bound if pb.bound is not None else _UNCAPPED, EXPAND_WORK, TIGHT_WORK)
+
+
 class _Outcome:
     """What a search found (a plain class: compiled, a frozen dataclass is slow to make)."""
 
@@ -1116,7 +1152,12 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
     search then picks among equally cheap paths as it would alone.
 
     ``budget`` counts the moves looked at: past it the search stops, incomplete.
+
+    With :func:`_core` (``FULL`` and ``LANDING``) the same search runs in C, with the same result.
     """
+    core = pb.core
+    if core is not None and family != PARKING:
+        return _astar_in_core(core, pb, family, budget, upper, ties, node, shared is not None)
     goal = pb.goal_key
     bound = pb.bound if pb.bound is not None else _UNCAPPED
     stride = bound + 1  # a visit (state, collectives used) as the int state * stride + used
@@ -1210,6 +1251,28 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
     return _Outcome(None, upper, True, work)
 
 
+def _astar_in_core(core: Any, pb: _Problem, family: int, budget: float, upper: float, ties: bool,
+                   node: Optional[_Node], shared: bool) -> _Outcome:
+    """:func:`_astar` run by the C core (:func:`_core`): the path it finds from ``node`` after the
+    moves that lead to ``node``."""
+    if node is None:
+        found, cost, complete, work = core.astar(family, budget, upper, ties, True, 0.0, 0, 0.0, pb.start_key, 0,
+                                                 pb.start_shards, shared)
+        links: object = None
+    else:
+        found, cost, complete, work = core.astar(family, budget, upper, ties, False, node[0], node[1], node[2],
+                                                 node[3], node[4], node[5], shared)
+        links = node[6]
+    if found is None:
+        return _Outcome(None, cost, complete, work)
+    prefix: list[_IMove] = []
+    while links is not None:  # (parent, the successor tuple of the move)
+        link = cast(tuple[object, tuple[str, tuple[int, ...], int, int, int]], links)
+        links = link[0]
+        prefix.append((link[1][0], link[1][1], link[1][2]))
+    return _Outcome(tuple(reversed(prefix)) + tuple(found), cost, complete, work)
+
+
 def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
     """``LANDING`` searches from the start and from every state within :func:`_probe_depth` moves of it
     (any move of ``FULL``), best first by the lower bound; the first may look at :data:`PROBE_ROOT`
@@ -1219,7 +1282,13 @@ def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:
 
     The cheapest path found below ``upper`` (or None), the paths it beat (``superseded``), and the
     moves looked at, the probes' first moves counted too; past ``budget`` the probes stop.
+
+    With :func:`_core`, the same probes run in C, with the same result.
     """
+    if pb.core is not None:
+        found, cost, complete, work, beaten = pb.core.probes(budget, upper, _probe_depth(len(pb.live)), PROBE_ROOT,
+                                                            PROBE_MOVES)
+        return _Outcome(None if found is None else tuple(found), cost, complete, work, [tuple(p) for p in beaten])
     bound = pb.bound if pb.bound is not None else _UNCAPPED
     nbytes = pb.nbytes
     hcache = pb._h
@@ -1339,14 +1408,14 @@ STAGES: tuple[tuple[int, Optional[float]], ...] = ((PROBES, None),)
 # The budget on 5 mesh dims of size > 1, and from WIDE_DIMS on (there a probe's move costs more
 # time: more of the states it reaches are new, each with its bound worked out, and the plans are
 # longer to rewrite and to build): about the most that plans every pair of benchmarks/planner.py
-# (seeds 0 to 3) and of --mixed within 0.9 ms on a 2-core VM with this module compiled
-# (dtensor_np.native), the rewrites and the plan's specs included.  Benchmark pairs of 4 to 6 mesh
-# dims, seeds 0 to 7: 1,042 of 1,200 as cheap as the exhaustive search's plan, 1.011 times its cost
-# (geometric mean); 1,044 and 1.011 with 800 and 640 (0.94 ms at most), 1,040 with 650 and 600,
-# 1,035 with 720 and 540.
-BUDGET: float = 720
+# (seeds 0 to 3) and of --mixed within 0.9 ms on a 2-core VM with the searches in C
+# (dtensor_np/_search_core.pyx), the rewrites and the plan's specs included.  Benchmark pairs of 4
+# to 6 mesh dims, seeds 0 to 7: 1,167 of 1,200 as cheap as the exhaustive search's plan, 1.0011
+# times its cost (geometric mean); 1,168 with 8,000 on 5, 1,169 with 7,000 on 6 (about 1 ms at
+# most), 1,163 with 5,000 on 6.  (The seventh version, searching in Python: 720 and 600.)
+BUDGET: float = 7000
 WIDE_DIMS = 6
-WIDE_BUDGET: float = 600
+WIDE_BUDGET: float = 6000
 # The full search counts more than its moves: an expansion as 2 moves, the bound with no collective
 # to spare (_Problem.tight) as 3 (measured from the source when states were tuples: 2.1 us a move,
 # 4.2 an expansion, 5.6 the bound), so that its budget stands for time as the probes' does.
@@ -1357,21 +1426,22 @@ EXACT_DIMS = 4
 # greedy plan caps the collectives: it finishes on every --mixed pair of up to 3 such dims of seeds 0
 # to 5 (1,182 pairs, 588 units at most), on every benchmark pair of 4 of seeds 0 to 7 (480 pairs,
 # 1,045 at most) and of seeds 8 to 32 on meshes 2x2x2x2, 4x4x4x4, 2x3x4x2 and 1x2x2x1x2x2 (3,000
-# pairs, 1,452 at most; 6 above 1,200) and on the 198 --mixed pairs of 4 with a greedy plan (794 at
-# most).  With no greedy plan, so no cap, within UNCAPPED_BUDGET: 114 of the 121 --mixed pairs of 4
-# (the 7 others need 1,131 to 2,881), and the probes after it need the time left.
-EXACT_BUDGET: float = 1500
-UNCAPPED_BUDGET: float = 1000
-# Where the full search alone stops at its budget, the probes then run with this budget (on those 7
-# pairs: the exhaustive search's cost on 4, at most 1.11 times it on the others, as with 1,200 moves
-# for the full search; without the probes the simple plan improved locally costs up to 2.0 times it).
-RESCUE_BUDGET: float = 200
+# pairs, 1,452 at most) and on the 198 --mixed pairs of 4 with a greedy plan (794 at most).  With
+# no greedy plan, so no cap, within UNCAPPED_BUDGET: all 121 --mixed pairs of 4 (2,881 at most; the
+# seventh version's 1,000 left 7 to the probes).  Both about 0.4 ms of search in C.
+EXACT_BUDGET: float = 5000
+UNCAPPED_BUDGET: float = 5000
+# Where the full search alone stops at its budget, the probes then run with this budget (no measured
+# pair needs them now; at the seventh version's budgets, 200 moves on the 7 pairs above: the
+# exhaustive search's cost on 4, at most 1.11 times it on the others; without the probes the simple
+# plan improved locally costs up to 2.0 times it).
+RESCUE_BUDGET: float = 1000
 # The probes branch PROBE_DEPTH moves from the start up to PROBE_DEPTH_DIMS mesh dims of size > 1
-# (one less per mesh dim beyond): 1,042 of the 1,200 benchmark pairs (seeds 0 to 7) as cheap as the
-# exhaustive search's plan, against 1,026 branching 1 move on 6 mesh dims and 953 with 1 on 5 and
-# none on 6 (the depths before).  A probe but the first looks at PROBE_MOVES moves at most: 1,031
-# with 60 (fewer moves, more probes), 1,036 with 80; from 100 on the probes seldom need more.
-PROBE_DEPTH = 2
+# (one less per mesh dim beyond): 1,167 of the 1,200 benchmark pairs (seeds 0 to 7) as cheap as the
+# exhaustive search's plan, against 1,151 branching 2 moves (1,042 at the seventh version's
+# budgets).  A probe but the first looks at PROBE_MOVES moves at most: 1,152 with 60 (fewer moves,
+# more probes), 1,168 with 150; PROBE_ROOT 300: 1,167.
+PROBE_DEPTH = 3
 PROBE_DEPTH_DIMS = 6
 PROBE_MOVES: float = 100
 PROBE_ROOT: float = 150
@@ -1379,17 +1449,20 @@ PROBE_ROOT: float = 150
 # (several rounds of park_early, fold_moves and reorder_moves after merge_gathers on a path of 10
 # moves; a rewritten path walks only from its first changed move).  Benchmark pairs of 4 to 6 mesh
 # dims (seeds 0 to 7) as cheap as the exhaustive search's plan, and the geometric mean of the cost
-# over it: 1,042 of 1,200 and 1.0111 with 100 moves, 1,041 and 1.0113 with 48, 1,036 and 1.0124
-# with 24.  A call takes up to about 0.1 ms on 6 mesh dims.
+# over it: 1,167 of 1,200 and 1.0011 with 100 moves (or 48, or 200), 1,165 and 1.0013 with 24.  A
+# call takes up to about 0.1 ms on 6 mesh dims.
 REWRITE_MOVES: float = 100
 # Besides the best path found, the greedy plan is improved by the rewrites too, and the cheapest
 # result kept: they reach different local optima (a probe's cheaper path is not always the better
-# start).  Seeds 0 to 7: 1,042 of 1,200 and 1.0111 with it, 1,041 and 1.0115 without.
+# start).  Seeds 0 to 7: 1,167 of 1,200 with it or without (1,042 and 1,041 at the seventh
+# version's budgets); kept, it is cheap.
 IMPROVE_GREEDY = True
-# Likewise the probes' paths that a cheaper one beat, the latest first, at most this many: 1,042 of
-# 1,200 and 1.0111 with 2 (or 3), 1,035 with 1, 1,023 and 1.0144 with none; with no rewrites at all
-# (nor of the greedy plan) 998 and 1.0204.
-IMPROVE_SUPERSEDED = 2
+# Likewise the probes' paths that a cheaper one beat, the latest first, at most this many: 1,167 of
+# 1,200 and 1.0011 with 4, 1,166 with 3, 1,163 and 1.0016 with 2, 1,163 with 1, 1,160 and 1.0018
+# with none; with merge_gathers alone (nor of the greedy plan) 1,155 and 1.0021.  With 2, 5 of the
+# 1,200 plans cost more than at the seventh version's budgets (up to 1.22 times the optimum on 6
+# mesh dims); with 4, none (139 cost less).
+IMPROVE_SUPERSEDED = 4
 
 
 def _probe_depth(live: int) -> int:

@@ -1,7 +1,8 @@
 """The compiled planner search (dtensor_np.native): the same plans as the source, and never a stale build.
 
-setup.py compiles dtensor_np.plan_search with mypyc where it can.  Here: the
-compiled module plans exactly what the source plans (steps, cost, method and
+setup.py compiles dtensor_np.plan_search with mypyc and its searches' C core
+(dtensor_np/_search_core.pyx) with Cython where it can.  Here: the compiled
+module, with the core, plans exactly what the source plans in Python (steps, cost, method and
 work, so ranks with and without a build agree), on the benchmark's seeded
 pairs, on hypothesis pairs and with a Python subclass of ``CostModel``; a
 build that is older than its source is never run; plan_search's doctests run
@@ -31,8 +32,10 @@ from strategies import spec_pairs
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "dtensor_np.plan_search"
+CORE = "dtensor_np._search_core"
 EXPECT_BUILD = "DTENSOR_NP_EXPECT_BUILD"
 STATE = native.status()[NAME]
+STATE_CORE = native.status()["dtensor_np._search_core"]
 compiled = pytest.mark.skipif(STATE != "compiled", reason=f"{NAME} runs from its {STATE}, not a build")
 
 
@@ -40,6 +43,7 @@ compiled = pytest.mark.skipif(STATE != "compiled", reason=f"{NAME} runs from its
 def source():
     """plan_search imported from its .py, beside whichever the package runs."""
     module = native.load_source(NAME, "dtensor_np._plan_search_source")
+    module.USE_CORE = False  # its searches in Python too, not in the C core (tests/test_search_core.py)
     yield module
     sys.modules.pop("dtensor_np._plan_search_source", None)
     delattr(dt, "_plan_search_source")
@@ -137,13 +141,18 @@ def test_plan_search_doctests_pass_on_the_source(source):
     assert results.attempted >= 5
 
 
-def _status_in_copy(tmp_path: Path, edit: bool, pure: bool = False, broken: bool = False) -> subprocess.CompletedProcess:
-    """native.status() and a plan, in a subprocess importing a copy of the packages (the build included)."""
+def _status_in_copy(tmp_path: Path, edit: bool, pure: bool = False, broken: bool = False,
+                    edit_core: bool = False) -> subprocess.CompletedProcess:
+    """native.status() (plan_search's, then the core's) and a plan, in a subprocess importing a copy of
+    the packages (the build included)."""
     for package in ("dtensor_np", "collectives"):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"),
                         dirs_exist_ok=True)
     if edit:
         with open(tmp_path / "dtensor_np" / "plan_search.py", "a") as f:
+            f.write("\n# an edit after the build\n")
+    if edit_core:
+        with open(tmp_path / "dtensor_np" / "_search_core.pyx", "a") as f:
             f.write("\n# an edit after the build\n")
     if broken:  # a build that does not load (here: not a shared library at all)
         for built in (tmp_path / "dtensor_np").glob("plan_search.*.so"):
@@ -155,7 +164,8 @@ def _status_in_copy(tmp_path: Path, edit: bool, pure: bool = False, broken: bool
         mesh = dt.DeviceMesh((2, 2))
         src = dt.DTensorSpec(mesh, (dt.Shard(0), dt.Shard(0)), dt.TensorMeta((8, 8), "float32"))
         plan = dt.plan_redistribute(src, src.with_placements((dt.Replicate(), dt.Replicate())))
-        print(native.status()[{NAME!r}], "|", plan_search.__file__.rsplit("/", 1)[1], "|", len(plan))
+        print(native.status()[{NAME!r}], "|", plan_search.__file__.rsplit("/", 1)[1], "|", len(plan), "|",
+              native.status()[{CORE!r}], "|", plan_search._core_module is not None)
     """)
     env = {**os.environ, "PYTHONPATH": str(tmp_path), native.PURE_ENV: "1" if pure else ""}
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env,
@@ -166,8 +176,9 @@ def _status_in_copy(tmp_path: Path, edit: bool, pure: bool = False, broken: bool
 def test_a_fresh_build_runs(tmp_path):
     done = _status_in_copy(tmp_path, edit=False)
     assert done.returncode == 0, done.stderr
-    state, file, steps = done.stdout.strip().split(" | ")
+    state, file, steps, core, core_loaded = done.stdout.strip().split(" | ")
     assert (state, file.endswith(".so"), steps) == ("compiled", True, "1")
+    assert (core, core_loaded) == (STATE_CORE, str(STATE_CORE == "compiled"))
     assert "RuntimeWarning" not in done.stderr
 
 
@@ -175,22 +186,31 @@ def test_a_fresh_build_runs(tmp_path):
 def test_a_build_older_than_its_source_runs_the_source_and_says_so(tmp_path):
     done = _status_in_copy(tmp_path, edit=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().split(" | ") == ["source (stale build)", "plan_search.py", "1"]
+    assert done.stdout.strip().split(" | ")[:3] == ["source (stale build)", "plan_search.py", "1"]
     assert "RuntimeWarning" in done.stderr and "pip install -e ." in done.stderr
+
+
+@pytest.mark.skipif(native.status()[CORE] != "compiled", reason=f"{CORE} is not built")
+def test_a_core_older_than_its_source_is_not_run_and_says_so(tmp_path):
+    done = _status_in_copy(tmp_path, edit=False, edit_core=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().split(" | ")[2:] == ["1", "off (stale build)", "False"]
+    assert "RuntimeWarning" in done.stderr and "_search_core" in done.stderr and "pip install -e ." in done.stderr
 
 
 @compiled
 def test_dtensor_np_pure_runs_the_source(tmp_path):
     done = _status_in_copy(tmp_path, edit=False, pure=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().split(" | ") == [f"source ({native.PURE_ENV})", "plan_search.py", "1"]
+    assert done.stdout.strip().split(" | ") == [f"source ({native.PURE_ENV})", "plan_search.py", "1",
+                                                f"off ({native.PURE_ENV})", "False"]
 
 
 @compiled
 def test_a_build_that_does_not_import_runs_the_source(tmp_path):
     done = _status_in_copy(tmp_path, edit=False, broken=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().split(" | ") == ["source (stale build)", "plan_search.py", "1"]
+    assert done.stdout.strip().split(" | ")[:3] == ["source (stale build)", "plan_search.py", "1"]
     assert "RuntimeWarning" in done.stderr
 
 
@@ -204,7 +224,8 @@ def test_a_pure_install_removes_an_earlier_build(tmp_path):
     (tmp_path / "dtensor_np").mkdir()
     shutil.copy(ROOT / "dtensor_np" / "native.py", tmp_path / "dtensor_np" / "native.py")
     tag = sysconfig.get_config_var("EXT_SUFFIX")
-    left = [tmp_path / "dtensor_np" / f"plan_search{tag}", tmp_path / "dtensor_np" / f"plan_search__mypyc{tag}"]
+    left = [tmp_path / "dtensor_np" / f"plan_search{tag}", tmp_path / "dtensor_np" / f"plan_search__mypyc{tag}",
+            tmp_path / "dtensor_np" / f"_search_core{tag}"]
     for path in left:
         path.write_bytes(b"an earlier build")
     env = {**os.environ, native.PURE_ENV: "1"}
