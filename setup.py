@@ -28,6 +28,10 @@ HERE = Path(__file__).resolve().parent
 STAGE = Path("build", "mypyc_src")
 TARGET = Path("build", "mypyc")
 BUILDS = {"build", "build_ext", "bdist_wheel", "editable_wheel", "develop", "install", "bdist_egg"}
+# The compiled searches must do each float operation as Python does, one rounding each: no fused
+# multiply-add (GCC and clang contract a * b + c into one where the target has FMA: aarch64, or
+# -march=native on x86), else a bound differs in its last bit, and with it the plan a rank finds.
+EXACT_FLOATS = [] if sys.platform == "win32" else ["-ffp-contract=off"]
 
 
 def compiled_modules(name: str = "COMPILED") -> tuple[str, ...]:
@@ -54,6 +58,7 @@ def staged_sources(modules: tuple[str, ...], suffix: str = ".py") -> list[str]:
         relative = Path(*name.split(".")).with_suffix(suffix)
         source = (HERE / relative).read_bytes()
         digest = hashlib.sha256(source).hexdigest()
+        (STAGE / relative).parent.mkdir(parents=True, exist_ok=True)
         (STAGE / relative).write_bytes(
             source + f'\n\nSOURCE_SHA256 = "{digest}"  # appended by setup.py: the source this build compiled\n'.encode())
         paths.append(str(STAGE / relative))
@@ -76,6 +81,7 @@ def core_extensions(modules: tuple[str, ...]) -> list:
         return pure(modules, f"Cython failed ({exc!r})")
     for extension in extensions:
         extension.optional = True
+        extension.extra_compile_args += EXACT_FLOATS
     return extensions
 
 
@@ -122,6 +128,7 @@ def mypyc_extensions(modules: tuple[str, ...]) -> list:
         return pure(modules, f"mypyc failed ({exc!r})")
     for extension in extensions:
         extension.optional = True  # no C compiler: pure Python
+        extension.extra_compile_args += EXACT_FLOATS
     return extensions
 
 

@@ -22,7 +22,7 @@ Example:
     >>> pb = plan_search._Problem(plan_search.search_state(src), plan_search.search_state(dst), (2, 2), 2, 256,
     ...                           plan_search.CostModel(), 2)
     >>> core = plan_search._core(pb)
-    >>> core.astar(plan_search.FULL, 100.0, float("inf"), True, True, 0.0, 0, 0.0, pb.start_key, 0, pb.start_shards, False)[0]
+    >>> core.astar(plan_search.FULL, 100.0, float("inf"), True)[0]
     [('all_gather', (0, 1), -1)]
 """
 
@@ -930,29 +930,22 @@ cdef class Core:
         self.n_links += 1
         return self.n_links - 1
 
-    def astar(self, int family, double budget, double upper, bint ties, bint from_start, double root_f,
-              int64_t root_tie, double root_g, root_key, int64_t root_used, int64_t root_shards,
-              bint use_shared):
-        """``plan_search._astar`` from the node ``(root_f, root_tie, root_g, root_key, root_used,
-        root_shards)`` (with ``from_start``: its f is the bound, its tie 0, the search's own from 1):
-        (moves from the root as (kind, dims, tensor dim), or None; cost; complete; work)."""
+    def astar(self, int family, double budget, double upper, bint ties):
+        """``plan_search._astar`` from the start: (its moves as (kind, dims, tensor dim), or None;
+        cost; complete; work)."""
         cdef HNode root
         cdef double work = 0.0, cost = upper
-        cdef int64_t found = -1, tie = 0
+        cdef int64_t found = -1
         cdef int status
         self.n_links = 0
-        if from_start:
-            root_f = self.bound_of(root_key, root_shards).a
-            root_tie = tie
-            tie += 1
-        root.f = root_f
-        root.tie = root_tie
-        root.g = root_g
-        root.key = root_key
-        root.used = root_used
-        root.shards = root_shards
+        root.f = self.bound_of(self.start_key, self.start_shards).a
+        root.tie = 0
+        root.g = 0.0
+        root.key = self.start_key
+        root.used = 0
+        root.shards = self.start_shards
         root.link = -1
-        status = self.run(family, budget, upper, ties, &root, tie, use_shared, &work, &cost, &found)
+        status = self.run(family, budget, upper, ties, &root, 1, False, &work, &cost, &found)
         if status == 1:
             return self.path_of(found), cost, True, int(work)
         return None, upper, status == 0, int(work)

@@ -1102,9 +1102,10 @@ USE_CORE = True
 def _core(pb: _Problem) -> Any:
     """The C core (dtensor_np/_search_core.pyx) for ``pb``, or None where there is no build or ``pb``
     is beyond it: another cost model than :class:`CostModel`'s, more live mesh dims or tensor dims
-    than it holds, keys of more than 60 bits, an array of 2**53 bytes or more."""
-    if _core_module is None or not pb.linear or pb.nbytes >= 1 << 53:
-        return None
+    than it holds, keys of more than 60 bits, an array of 2**53 bytes or more, a mesh of 2**53 ranks
+    or more."""
+    if _core_module is None or not pb.linear or pb.nbytes >= 1 << 53 or math.prod(pb.mesh_shape) >= 1 << 53:
+        return None  # (it counts ranks and bytes in 64-bit ints and doubles)
     if len(pb.live) > _core_module.MAX_LIVE or pb.ndim > _core_module.MAX_DIMS or len(pb.mesh_shape) > _core_module.MAX_MESH:
         return None
     if len(pb.live) * pb.partial_flag.bit_length() > 60:  # the key's bits
@@ -1153,11 +1154,13 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
 
     ``budget`` counts the moves looked at: past it the search stops, incomplete.
 
-    With :func:`_core` (``FULL`` and ``LANDING``) the same search runs in C, with the same result.
+    With :func:`_core` (``FULL`` and ``LANDING`` from the start: the calls of :func:`_search`; the
+    probes' own calls run in C within :func:`_probes`) the same search runs in C, with the same result.
     """
     core = pb.core
-    if core is not None and family != PARKING:
-        return _astar_in_core(core, pb, family, budget, upper, ties, node, shared is not None)
+    if core is not None and family != PARKING and node is None and shared is None:
+        found, cost, complete, work = core.astar(family, budget, upper, ties)
+        return _Outcome(None if found is None else tuple(found), cost, complete, work)
     goal = pb.goal_key
     bound = pb.bound if pb.bound is not None else _UNCAPPED
     stride = bound + 1  # a visit (state, collectives used) as the int state * stride + used
@@ -1249,28 +1252,6 @@ def _astar(pb: _Problem, family: int, budget: float, upper: float, ties: bool = 
             push(heap, (c + h, tie, c, nxt, n_used, nshards, (links, move)))
             tie += 1
     return _Outcome(None, upper, True, work)
-
-
-def _astar_in_core(core: Any, pb: _Problem, family: int, budget: float, upper: float, ties: bool,
-                   node: Optional[_Node], shared: bool) -> _Outcome:
-    """:func:`_astar` run by the C core (:func:`_core`): the path it finds from ``node`` after the
-    moves that lead to ``node``."""
-    if node is None:
-        found, cost, complete, work = core.astar(family, budget, upper, ties, True, 0.0, 0, 0.0, pb.start_key, 0,
-                                                 pb.start_shards, shared)
-        links: object = None
-    else:
-        found, cost, complete, work = core.astar(family, budget, upper, ties, False, node[0], node[1], node[2],
-                                                 node[3], node[4], node[5], shared)
-        links = node[6]
-    if found is None:
-        return _Outcome(None, cost, complete, work)
-    prefix: list[_IMove] = []
-    while links is not None:  # (parent, the successor tuple of the move)
-        link = cast(tuple[object, tuple[str, tuple[int, ...], int, int, int]], links)
-        links = link[0]
-        prefix.append((link[1][0], link[1][1], link[1][2]))
-    return _Outcome(tuple(reversed(prefix)) + tuple(found), cost, complete, work)
 
 
 def _probes(pb: _Problem, budget: float, upper: float) -> _Outcome:

@@ -96,12 +96,14 @@ def benchmark_pairs(seeds, mixed):
 
 @built
 def test_the_core_plans_as_python_on_the_benchmark_pairs(monkeypatch):
-    checked = 0
+    checked = in_core = 0
     for src, dst in benchmark_pairs((0, 1), 150):
         core, python = searched(lambda: None, lambda _: search(src, dst), monkeypatch)
         assert core == python, (str(src), str(dst))
         checked += 1
+        in_core += problem(src, dst)[0]().core is not None
     assert checked == 2 * (6 * 30 + 150)
+    assert in_core == checked  # every one of them within the core's limits: the core planned it
 
 
 @built
@@ -121,15 +123,25 @@ def test_the_full_and_landing_searches_and_the_probes_match_at_any_budget(monkey
         assert core == python, (str(src), str(dst))
 
 
+def full_twice(budget, upper):
+    """The full search twice on one problem (the second reads the bounds the first kept) and the probes."""
+    def run(pb):
+        first = outcome(plan_search._astar(pb, plan_search.FULL, budget, upper, True))
+        return first, outcome(plan_search._astar(pb, plan_search.FULL, 2 * budget, upper, False)), \
+            outcome(plan_search._probes(pb, budget, upper))
+    return run
+
+
 @built
 @settings(max_examples=150, deadline=None)
-@given(spec_pairs(max_live=6, max_ranks=256, sizes=(2, 3, 4)), st.sampled_from([50, 700, 6000]))
+@given(spec_pairs(max_ndim=9, max_live=8, max_ranks=512, sizes=(2, 3, 4), max_tensor_ndim=8),
+       st.sampled_from([50, 700, 6000]))
 def test_the_core_matches_python_on_any_pair(monkeypatch_session, pair, budget):
+    """Meshes of up to 8 mesh dims of size > 1 (the core's most) and arrays of up to 8 dims."""
     src, dst = pair
     make, greedy_cost = problem(src, dst)
     upper = math.inf if greedy_cost is None else greedy_cost
-    core, python = searched(make, lambda pb: outcome(plan_search._astar(pb, plan_search.FULL, budget, upper, True)),
-                            monkeypatch_session)
+    core, python = searched(make, full_twice(budget, upper), monkeypatch_session)
     assert core == python, (str(src), str(dst))
     core, python = searched(make, lambda pb: outcome(plan_search._probes(pb, budget, upper)), monkeypatch_session)
     assert core == python, (str(src), str(dst))
