@@ -1,8 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""The planner's A* (:func:`dtensor_np.plan_search._astar`) in C: the same search, move for move.
+"""The planner's A* and probes (``plan_search._astar``, ``_probes``) in C: the same search, move for move.
 
 :class:`Core` holds one :class:`dtensor_np.plan_search._Problem`'s tables as C
-arrays and runs its ``FULL`` and ``LANDING`` searches over the same int keys,
+arrays and runs its ``FULL`` and ``LANDING`` searches and its probes over the same int keys,
 with the same moves in the same order, the same float arithmetic in the same
 order, the same tie-breaks and the same work count: it returns the path, cost,
 completeness and work that the Python search returns (tests/test_search_core.py
@@ -13,7 +13,9 @@ compares them).  Only the time differs: a move takes about 0.08 us instead of
 Limits (plan_search checks them before it builds a Core, else it searches in
 Python): at most :data:`MAX_LIVE` mesh dims of size > 1, :data:`MAX_DIMS`
 tensor dims, mesh dim indices below :data:`MAX_MESH`, keys of at most 60 bits,
-:class:`dtensor_np.cost_model.CostModel`'s linear costs.
+fewer than 2**53 bytes and 2**53 ranks, :class:`dtensor_np.cost_model.CostModel`'s
+linear costs.  The build compiles it without fused multiply-add (setup.py
+``EXACT_FLOATS``): each float operation rounds as Python's does.
 
 Example:
     >>> from dtensor_np import plan_search, DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
