@@ -964,10 +964,10 @@ cdef class Core:
         cdef Slot* hs
         cdef HNode node, nd
         cdef Move* mv
-        cdef bint refine = family == FULL, known_found
+        cdef bint refine = family == FULL or family == LANDING, known_found
         cdef int64_t known_used = 0
         cdef double known_g = 0.0
-        cdef int expand_work = self.expand_work if refine else 0
+        cdef int expand_work = self.expand_work if family == FULL else 0
         cdef Py_ssize_t i, count
         table_clear(&self.best)
         table_clear(&self.fewest)
