@@ -79,10 +79,7 @@ def core_extensions(modules: tuple[str, ...]) -> list:
                                compiler_directives={"language_level": 3}, quiet=True)
     except (Exception, SystemExit) as exc:
         return pure(modules, f"Cython failed ({exc!r})")
-    for extension in extensions:
-        extension.optional = True
-        extension.extra_compile_args += EXACT_FLOATS
-    return extensions
+    return optional(extensions)
 
 
 def remove_builds(modules: tuple[str, ...]) -> None:
@@ -126,8 +123,13 @@ def mypyc_extensions(modules: tuple[str, ...]) -> list:
         extensions = mypycify(options + staged_sources(modules), opt_level="3", target_dir=str(TARGET))
     except (Exception, SystemExit) as exc:  # mypyc exits on a type error it cannot compile
         return pure(modules, f"mypyc failed ({exc!r})")
+    return optional(extensions)
+
+
+def optional(extensions: list) -> list:
+    """``extensions`` made optional (no C compiler: pure Python) and compiled with EXACT_FLOATS."""
     for extension in extensions:
-        extension.optional = True  # no C compiler: pure Python
+        extension.optional = True
         extension.extra_compile_args += EXACT_FLOATS
     return extensions
 

@@ -614,6 +614,28 @@ cdef class Core:
         self.moves.size += 1
         return &self.moves.items[self.moves.size - 1]
 
+    cdef inline int emit_move(self, int kind, int8_t* dims, int n, int e, int64_t k, uint64_t nxt) except -1:
+        """Appends a move: ``kind`` over ``dims[:n]`` (in that order), onto tensor dim ``e`` (-1: none),
+        over ``k`` ranks, to the state ``nxt``."""
+        cdef Move* mv = self.emit()
+        cdef int i
+        mv.kind = kind
+        mv.e = e
+        mv.n = n
+        for i in range(n):
+            mv.dims[i] = dims[i]
+        mv.k = k
+        mv.nxt = nxt
+        return 0
+
+    cdef inline int emit_one(self, int kind, int8_t m, int e, uint64_t nxt) except -1:
+        """:meth:`emit_move` of the one mesh dim ``m``."""
+        return self.emit_move(kind, &m, 1, e, self.size[m], nxt)
+
+    cdef inline uint64_t field(self, int e, int pos, int m) noexcept:
+        """The key bits that put mesh dim ``m`` on tensor dim ``e`` at place ``pos`` (``_Problem.key``)."""
+        return ((<uint64_t>(e + 1)) | (<uint64_t>pos << self.td_bits)) << self.shift[m]
+
     cdef int reductions(self, uint64_t key, View* v, int8_t* subset, int r, int family_orders, int* targets,
                         int n_targets, bint all_reduce, double most) except -1:
         """``_Problem._reductions``: ``family_orders`` 1 for every permutation of ``subset``, 0 for
@@ -621,7 +643,6 @@ cdef class Core:
         cdef int64_t k = 1
         cdef uint64_t rest = key, nkey
         cdef int i, t, e, pos, m
-        cdef Move* mv
         cdef int idx[ML]
         cdef int8_t perm[ML]
         for i in range(r):
@@ -629,14 +650,7 @@ cdef class Core:
             k *= self.size[m]
             rest &= self.unflag[m]
         if all_reduce:
-            mv = self.emit()
-            mv.kind = AR
-            mv.e = -1
-            mv.k = k
-            mv.nxt = rest
-            mv.n = r
-            for i in range(r):
-                mv.dims[i] = subset[i]
+            self.emit_move(AR, subset, r, -1, k, rest)
         for i in range(r):
             idx[i] = i
         while True:
@@ -649,16 +663,9 @@ cdef class Core:
                 nkey = rest
                 pos = v.lens[e]
                 for i in range(r):
-                    nkey |= ((<uint64_t>(e + 1)) | (<uint64_t>pos << self.td_bits)) << self.shift[perm[i]]
+                    nkey |= self.field(e, pos, perm[i])
                     pos += 1
-                mv = self.emit()
-                mv.kind = RS
-                mv.e = e
-                mv.k = k
-                mv.nxt = nkey
-                mv.n = r
-                for i in range(r):
-                    mv.dims[i] = perm[i]
+                self.emit_move(RS, perm, r, e, k, nkey)
             if not family_orders or not _next_permutation(idx, r):
                 return 0
 
@@ -671,10 +678,9 @@ cdef class Core:
         cdef int targets[MD]
         cdef int parks[MD]
         cdef int ready[MD]
-        cdef uint64_t parked = 0, popped, nkey, bit, bits, rest
+        cdef uint64_t parked = 0, popped, nkey, bit, bits
         cdef int64_t k
         cdef bint first_spare = False
-        cdef Move* mv
         # push targets: every tensor dim, but of those empty now and in the target only the first
         for e in range(ndim):
             if v.lens[e] or not self.is_spare[e]:
@@ -702,53 +708,28 @@ cdef class Core:
             if n <= lo:
                 continue
             top = v.stacks[d][n - 1]
-            if tight and n - lo > 1:
+            if tight and n - lo > 1:  # the whole unsettled part in one all_gather
                 k = 1
                 nkey = key
-                mv = self.emit()
                 for j in range(lo, n):
                     m = v.stacks[d][j]
                     k *= self.size[m]
                     nkey &= self.clear[m]
-                    mv.dims[j - lo] = m
-                mv.kind = AG
-                mv.e = -1
-                mv.n = n - lo
-                mv.k = k
-                mv.nxt = nkey
+                self.emit_move(AG, &v.stacks[d][lo], n - lo, -1, k, nkey)
                 continue
             popped = key & self.clear[top]
-            mv = self.emit()
-            mv.kind = AG
-            mv.e = -1
-            mv.n = 1
-            mv.dims[0] = top
-            mv.k = self.size[top]
-            mv.nxt = popped
+            self.emit_one(AG, top, -1, popped)
             for t in range(n_targets):
                 e = targets[t]
                 if e != d and ((parked >> e) & 1 or ready[e] == top):
-                    mv = self.emit()
-                    mv.kind = A2A
-                    mv.e = e
-                    mv.n = 1
-                    mv.dims[0] = top
-                    mv.k = self.size[top]
-                    mv.nxt = popped | (((<uint64_t>(e + 1)) | (<uint64_t>v.lens[e] << self.td_bits)) << self.shift[top])
+                    self.emit_one(A2A, top, e, popped | self.field(e, v.lens[e], top))
             k = self.size[top]
             nkey = popped
-            for j in range(2, n - lo + 1):
+            for j in range(2, n - lo + 1):  # merged: the top j of the stack
                 m = v.stacks[d][n - j]
                 k *= self.size[m]
                 nkey &= self.clear[m]
-                mv = self.emit()
-                mv.kind = AG
-                mv.e = -1
-                mv.n = j
-                for i in range(j):
-                    mv.dims[i] = v.stacks[d][n - j + i]
-                mv.k = k
-                mv.nxt = nkey
+                self.emit_move(AG, &v.stacks[d][n - j], j, -1, k, nkey)
         # chunks and partitions of Replicate mesh dims; the pending mesh dims of each reduce op
         cdef int8_t groups[ML][ML]
         cdef int group_len[ML]
@@ -774,47 +755,23 @@ cdef class Core:
             for t in range(n_targets):
                 e = targets[t]
                 if (parked >> e) & 1 or ready[e] == m:
-                    mv = self.emit()
-                    mv.kind = CHUNK
-                    mv.e = e
-                    mv.n = 1
-                    mv.dims[0] = m
-                    mv.k = self.size[m]
-                    mv.nxt = key | (((<uint64_t>(e + 1)) | (<uint64_t>v.lens[e] << self.td_bits)) << self.shift[m])
+                    self.emit_one(CHUNK, m, e, key | self.field(e, v.lens[e], m))
             if self.goal_pmask & bit:
-                mv = self.emit()
-                mv.kind = PART
-                mv.e = -1
-                mv.n = 1
-                mv.dims[0] = m
-                mv.k = self.size[m]
-                mv.nxt = key | (self.partial_flag << self.shift[m])
+                self.emit_one(PART, m, -1, key | (self.partial_flag << self.shift[m]))
         cdef int8_t subset[ML]
         cdef int8_t g[ML]
         cdef int8_t spare_dims[ML]
         cdef int comb[ML]
-        cdef int n_spare_dims, one[1]
+        cdef int n_spare_dims
+        cdef int one[1]
         cdef uint64_t dims_bits
         for j in range(n_groups):
             r = group_len[j]
             dims_bits = 0
             for i in range(r):
                 dims_bits |= (<uint64_t>1) << groups[j][i]
-            if tight:
-                k = 1
-                rest = key
-                for i in range(r):
-                    m = groups[j][i]
-                    k *= self.size[m]
-                    rest &= self.unflag[m]
-                mv = self.emit()
-                mv.kind = AR
-                mv.e = -1
-                mv.n = r
-                for i in range(r):
-                    mv.dims[i] = groups[j][i]
-                mv.k = self.product(dims_bits)
-                mv.nxt = rest
+            if tight:  # one collective for all of them: all_reduce, or reduce_scatter
+                self.all_reduce(key, groups[j], r)
                 self.reductions(key, &v, groups[j], r, 1, parks, n_parks, False, most)
                 if self.moves.size > most:
                     return 0
@@ -874,22 +831,14 @@ cdef class Core:
         return 0
 
     cdef int all_reduce(self, uint64_t key, int8_t* dims, int r) except -1:
+        """Appends the all_reduce of ``dims[:r]``."""
         cdef int64_t k = 1
         cdef uint64_t rest = key
         cdef int i
-        cdef Move* mv
         for i in range(r):
             k *= self.size[dims[i]]
             rest &= self.unflag[dims[i]]
-        mv = self.emit()
-        mv.kind = AR
-        mv.e = -1
-        mv.n = r
-        for i in range(r):
-            mv.dims[i] = dims[i]
-        mv.k = k
-        mv.nxt = rest
-        return 0
+        return self.emit_move(AR, dims, r, -1, k, rest)
 
     cdef inline double step_cost(self, int kind, int64_t k, double local) noexcept:
         if kind == AG:
@@ -932,6 +881,18 @@ cdef class Core:
         self.n_links += 1
         return self.n_links - 1
 
+    cdef HNode start_node(self, int64_t tie) except *:
+        """The start's node: f its bound, the tie given, no cost, no collectives, no link."""
+        cdef HNode node
+        node.f = self.bound_of(self.start_key, self.start_shards).a
+        node.tie = tie
+        node.g = 0.0
+        node.key = self.start_key
+        node.used = 0
+        node.shards = self.start_shards
+        node.link = -1
+        return node
+
     def astar(self, int family, double budget, double upper, bint ties):
         """``plan_search._astar`` from the start: (its moves as (kind, dims, tensor dim), or None;
         cost; complete; work)."""
@@ -940,13 +901,7 @@ cdef class Core:
         cdef int64_t found = -1
         cdef int status
         self.n_links = 0
-        root.f = self.bound_of(self.start_key, self.start_shards).a
-        root.tie = 0
-        root.g = 0.0
-        root.key = self.start_key
-        root.used = 0
-        root.shards = self.start_shards
-        root.link = -1
+        root = self.start_node(0)
         status = self.run(family, budget, upper, ties, &root, 1, False, &work, &cost, &found)
         if status == 1:
             return self.path_of(found), cost, True, int(work)
@@ -1096,14 +1051,8 @@ cdef class Core:
         self.starts.size = 0
         table_clear(&self.shared)
         table_clear(&self.seen)
-        start.f = self.bound_of(self.start_key, self.start_shards).a
-        start.tie = tie
+        start = self.start_node(tie)
         tie += 1
-        start.g = 0.0
-        start.key = self.start_key
-        start.used = 0
-        start.shards = self.start_shards
-        start.link = -1
         heap_push(&self.starts, &start)
         while self.starts.size and work < budget:
             root = heap_pop(&self.starts)

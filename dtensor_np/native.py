@@ -108,20 +108,29 @@ def load(name: str) -> ModuleType:
     if pure_requested():
         _status[name] = f"source ({PURE_ENV})"
         return _exec_source(name, source)
-    try:
-        module = importlib.import_module(name)
-        fresh = getattr(module, "SOURCE_SHA256", None) == source_hash(source)
-    except Exception:  # a stale build may not even import against today's sources
-        fresh = False
-    if fresh:
+    module = _fresh_build(name, source)
+    if module is not None:
         _status[name] = "compiled"
         return module
     sys.modules.pop(name, None)
     _status[name] = "source (stale build)"
-    warnings.warn(f"{name}: the compiled build ({Path(origin).name}) was not built from this {source.name} "
-                  f"(or does not import); running the source, slower, until it is rebuilt (pip install -e .)",
-                  RuntimeWarning, stacklevel=2)
+    _warn_stale(name, origin, source, "running the source")
     return _exec_source(name, source)
+
+
+def _fresh_build(name: str, source: Path) -> ModuleType | None:
+    """The build of ``name`` if it imports and was built from ``source`` (its ``SOURCE_SHA256``), else None."""
+    try:
+        module = importlib.import_module(name)
+        return module if getattr(module, "SOURCE_SHA256", None) == source_hash(source) else None
+    except Exception:  # a stale build may not even import against today's sources
+        return None
+
+
+def _warn_stale(name: str, origin: str, source: Path, instead: str) -> None:
+    warnings.warn(f"{name}: the compiled build ({Path(origin).name}) was not built from this {source.name} "
+                  f"(or does not import); {instead}, slower, until it is rebuilt (pip install -e .)",
+                  RuntimeWarning, stacklevel=3)
 
 
 def load_core(name: str) -> ModuleType | None:
@@ -137,18 +146,12 @@ def load_core(name: str) -> ModuleType | None:
     elif spec is None or spec.origin is None:
         _status[name] = "not built"
     else:
-        try:
-            module = importlib.import_module(name)
-            fresh = getattr(module, "SOURCE_SHA256", None) == source_hash(source)
-        except Exception:  # a stale build may not even import
-            fresh = False
-        if fresh:
+        module = _fresh_build(name, source)
+        if module is not None:
             _status[name] = "compiled"
             return module
         _status[name] = "off (stale build)"
-        warnings.warn(f"{name}: the compiled build ({Path(spec.origin).name}) was not built from this {source.name} "
-                      f"(or does not import); searching in Python, slower, until it is rebuilt (pip install -e .)",
-                      RuntimeWarning, stacklevel=2)
+        _warn_stale(name, spec.origin, source, "searching in Python")
     sys.modules[name] = None  # type: ignore[assignment]  # an import of it raises ImportError
     return None
 
