@@ -24,7 +24,8 @@ from {S(0), S(1), S(2), R} on every mesh dim, the same pairs for both sides.
 6 dims with sizes 1 to 4, arrays of 1 to 4 dims with uneven sides, Partial of
 every reduce op, shard orders other than the default): after's time and
 method by number of mesh dims of size > 1, and cost over greedy's where the
-shard orders are the default (greedy ignores orders).
+shard orders are the default (greedy ignores orders).  ``--mixed-live 5,6``
+draws them on meshes of 5 or 6 dims, all of size 2 to 4 (the slowest plans).
 
 ``--full`` times the full search alone, with no budget (the exact plan of
 every pair, ``plan_search.search_path(..., budget=math.inf)``): the fastest
@@ -75,14 +76,18 @@ def pairs(mesh_shape: tuple[int, ...], n: int, seed: int) -> list[tuple[DTensorS
             for src, dst in seeded_pairs.draw(mesh_shape, n, seed, SOURCES, TARGETS)]
 
 
-def mixed_pairs(n: int, seed: int) -> list[tuple[DTensorSpec, DTensorSpec]]:
+def mixed_pairs(n: int, seed: int, live: Optional[tuple[int, ...]] = None) -> list[tuple[DTensorSpec, DTensorSpec]]:
     """``n`` random pairs over everything the planner takes: meshes of 1 to 6 dims (sizes 1 to 4, at
     most 4096 ranks), arrays of 1 to 4 dims with uneven sides, Partial of every reduce op (a new
-    Partial only from Replicate), shard orders other than the default."""
-    rng = random.Random(f"mixed:{seed}")
+    Partial only from Replicate), shard orders other than the default.  With ``live``, meshes of
+    one of those numbers of dims, every one of size 2 to 4 (other pairs than without it)."""
+    rng = random.Random(f"mixed:{seed}" if live is None else f"mixed:{seed}:live:{live}")
     out = []
     while len(out) < n:
-        mesh_shape = tuple(rng.choice((1, 2, 2, 3, 4)) for _ in range(rng.randint(1, 6)))
+        if live is None:
+            mesh_shape = tuple(rng.choice((1, 2, 2, 3, 4)) for _ in range(rng.randint(1, 6)))
+        else:
+            mesh_shape = tuple(rng.choice((2, 2, 3, 4)) for _ in range(rng.choice(live)))
         if math.prod(mesh_shape) > 4096:
             continue
         shape = tuple(rng.randint(1, 64) for _ in range(rng.randint(1, 4)))
@@ -110,7 +115,7 @@ def shuffled(placements: tuple, rng: random.Random) -> Any:
 
 def run_mixed(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
-    for src, dst in mixed_pairs(args.mixed, args.seed):
+    for src, dst in mixed_pairs(args.mixed, args.seed, args.mixed_live):
         after_ms, after = time_after(src, dst, args.reps)
         default = src.shard_order == DTensorSpec(src.mesh, src.placements).shard_order and (
             dst.shard_order == DTensorSpec(dst.mesh, dst.placements).shard_order
@@ -278,13 +283,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--no-before", action="store_true", help="skip the exhaustive search")
     parser.add_argument("--mixed", type=int, default=0, metavar="N",
                         help="also N pairs over every placement kind, array rank, reduce op and shard order")
+    parser.add_argument("--mixed-live", type=lambda text: tuple(int(x) for x in text.split(",")), default=None,
+                        metavar="5,6", help="the --mixed pairs on meshes of these numbers of dims, all of size > 1")
     parser.add_argument("--json", help="write every pair's numbers here")
     parser.add_argument("--full", action="store_true", help="time the full search alone, with no budget")
     args = parser.parse_args(argv)
     meshes = [tuple(int(x) for x in m.split(",")) for m in args.meshes.split(";") if m]
     load = os.getloadavg()
     print(f"# {date.today()}, Python {platform.python_version()}, {os.cpu_count()} cores, "
-          f"load average {load[0]:.2f} at the start; plan_search: {native.status()['dtensor_np.plan_search']}",
+          f"load average {load[0]:.2f} at the start; plan_search: {native.status()['dtensor_np.plan_search']}, "
+          f"its core: {native.status()['dtensor_np._search_core']}",
           flush=True)
     if args.full:
         print("| mesh | full search, no budget: ms median / p90 / max | states expanded median / p90 / max "

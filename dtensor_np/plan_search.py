@@ -154,10 +154,10 @@ up to :data:`EXACT_DIMS` mesh dims of size > 1 on all but the rare pairs
 above, on 9 in 10 pairs of 5).  Otherwise the path is the cheapest that
 :data:`STAGES` (or, where ``FULL`` ran alone, the probes after it) found
 (``"approximate"``) or the greedy plan (``"greedy"``; with no greedy plan,
-:meth:`_Problem.fallback`), improved by :func:`improve_locally`, as the greedy plan and the probes' last
-paths that a cheaper one beat are too (:data:`IMPROVE_GREEDY`,
-:data:`IMPROVE_SUPERSEDED`; the cheapest kept: from each start the rewrites
-reach a different local optimum): :func:`merge_gathers` (two all_gathers made one, or
+:meth:`_Problem.fallback`), improved by :func:`improve_locally`, as the probes' last
+paths that a cheaper one beat are too (:data:`IMPROVE_SUPERSEDED`; the cheapest
+kept: from each start the rewrites reach a different local optimum):
+:func:`merge_gathers` (two all_gathers made one, or
 a mesh dim moved by an all_to_all onto a tensor dim gathered later, to leave
 with it), :func:`park_early` (a mesh dim Replicate for a while chunked onto a
 tensor dim that is gathered later, an all_reduce made a reduce_scatter onto
@@ -1440,17 +1440,18 @@ PROBE_ROOT: float = 150
 # over it: 1,167 of 1,200 and 1.0011 with 100 moves (or 48, or 200), 1,165 and 1.0013 with 24.  A
 # call takes up to about 0.1 ms on 6 mesh dims.
 REWRITE_MOVES: float = 100
-# Besides the best path found, the greedy plan is improved by the rewrites too, and the cheapest
-# result kept: they reach different local optima (a probe's cheaper path is not always the better
-# start).  Seeds 0 to 7: 1,167 of 1,200 with it or without (1,042 and 1,041 at the seventh
-# version's budgets); kept, it is cheap.
-IMPROVE_GREEDY = True
-# Likewise the probes' paths that a cheaper one beat, the latest first, at most this many: 1,167 of
+# Besides the best path found, the rewrites start from the probes' paths that a cheaper one beat,
+# the latest first, at most this many, and the cheapest result is kept: they reach different local
+# optima (a probe's cheaper path is not always the better start).  1,167 of
 # 1,200 and 1.0011 with 4, 1,166 with 3, 1,163 and 1.0016 with 2, 1,163 with 1, 1,160 and 1.0018
 # with none; with merge_gathers alone (nor of the greedy plan) 1,155 and 1.0021.  With 2, 5 of the
 # 1,200 plans cost more than at the seventh version's budgets (up to 1.22 times the optimum on 6
 # mesh dims); with 4, none (139 cost less).  With LANDING's sharper bound too, against the seventh
-# version itself: 141 cost less, 1 more (1.02 times the optimum on 6 mesh dims).
+# version itself: 141 cost less, 1 more (1.02 times the optimum on 6 mesh dims).  Until the ninth
+# version the greedy plan was a start too: without it not one plan changed (3,420 pairs: the seeded
+# pairs of 5 and 6 mesh dims of seeds 0 to 7, the --mixed pairs of seeds 0 to 3 and 1,500 more of
+# 5 and 6), and its rewrites walked the most moves (60 to 121 of about 300 on the slowest plans,
+# about 0.09 of their 0.98 ms).
 IMPROVE_SUPERSEDED = 4
 
 
@@ -1799,8 +1800,8 @@ def improve_locally(pb: _Problem, imoves: Sequence[_IMove]) -> tuple[tuple[_IMov
     move, :meth:`_Problem.rewalk`).  A round is not cut short: a call walks 37.5 moves median and
     123 at most on the plans of 4 to 6 mesh dims that the search did not prove
     (benchmarks/planner.py's seeded pairs of seeds 0 to 3 and ``--mixed`` pairs, with the sixth
-    version's budgets; the limit holds per call, and :func:`search_path` makes up to four,
-    :data:`IMPROVE_GREEDY`, :data:`IMPROVE_SUPERSEDED`).  Each rewrite keeps the
+    version's budgets; the limit holds per call, and :func:`search_path` makes up to five: from
+    the best path and from :data:`IMPROVE_SUPERSEDED` others).  Each rewrite keeps the
     path a path of the graph to the goal within the cap.
     """
     limit = pb.walked + REWRITE_MOVES
@@ -1867,10 +1868,8 @@ def _search(
     best_moves: Optional[tuple[_IMove, ...]] = None
     best_cost = math.inf
     method = "greedy"
-    greedy_moves: Optional[tuple[_IMove, ...]] = None
     if greedy is not None:
-        greedy_moves = pb.internal(greedy)
-        best_moves, best_cost = greedy_moves, path_cost(greedy, start, nbytes, mesh_shape, model)
+        best_moves, best_cost = pb.internal(greedy), path_cost(greedy, start, nbytes, mesh_shape, model)
     else:  # no greedy plan (shard orders other than the default): a simple one, if within the cap
         simple = pb.fallback()
         walked = pb.walk(simple)
@@ -1903,10 +1902,8 @@ def _search(
     if exact.complete:
         method = "exact"
     else:  # not proved optimal: improved by local rewrites, from other starts too (the cheapest kept)
-        starts = [greedy_moves] if IMPROVE_GREEDY and greedy_moves is not None and method != "greedy" else []
-        starts += superseded[::-1][:IMPROVE_SUPERSEDED]
         improved, cost = improve_locally(pb, best_moves)
-        for other_start in starts:
+        for other_start in superseded[::-1][:IMPROVE_SUPERSEDED]:
             other, other_cost = improve_locally(pb, other_start)
             if other_cost < cost:
                 improved, cost = other, other_cost
