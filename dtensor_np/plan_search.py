@@ -139,10 +139,14 @@ from 5 to 6 mesh dims) on a 2-core VM, ~0.6 to 1 us in this module compiled by
 mypyc (:mod:`dtensor_np.native`), ~3 to 4.5 us from the source.  So a search
 is O(BUDGET (ndim + mesh dims)); the local rewrites after it (below) start no
 round past :data:`REWRITE_MOVES` walked moves, O(mesh dims + ndim) each.
-Measured with the core, the plan's specs built too: 0.02 to 0.04 ms median up
-to 4 mesh dims, 0.07 to 0.2 ms on 5 and 0.55 to 0.6 ms on 6, at most 0.9 ms
-(benchmarks/planner.py's pairs of seeds 0 to 3 and their --mixed pairs);
+Measured with the core, the plan's specs built too: 0.01 to 0.05 ms median up
+to 4 mesh dims, 0.07 to 0.16 ms on 5 and 0.52 to 0.6 ms on 6, at most 0.8 ms
+(benchmarks/planner.py's pairs of seeds 0 to 3 and their --mixed pairs; 0.82 ms
+on 1,500 pairs of ``--mixed-live 5,6``);
 without a build the same plans take up to about 25 ms (benchmarks/README.md).
+Weighted A*, a limited-discrepancy search, probes from the best path and
+pattern databases were measured too and found no cheaper plans per unit of
+work (benchmarks/README.md, ninth version).
 Worst case without the budget: the number of states, exponential in the mesh
 dims, as the exhaustive search.
 
