@@ -139,10 +139,11 @@ from 5 to 6 mesh dims) on a 2-core VM, ~0.6 to 1 us in this module compiled by
 mypyc (:mod:`dtensor_np.native`), ~3 to 4.5 us from the source.  So a search
 is O(BUDGET (ndim + mesh dims)); the local rewrites after it (below) start no
 round past :data:`REWRITE_MOVES` walked moves, O(mesh dims + ndim) each.
-Measured with the core, the plan's specs built too: 0.01 to 0.05 ms median up
-to 4 mesh dims, 0.07 to 0.16 ms on 5 and 0.52 to 0.6 ms on 6, at most 0.8 ms
-(benchmarks/planner.py's pairs of seeds 0 to 3 and their --mixed pairs; 0.82 ms
-on 1,500 pairs of ``--mixed-live 5,6``);
+Measured with the core, the plan's specs built too: 0.01 to 0.04 ms median up
+to 4 mesh dims, 0.05 to 0.17 ms on 5 and 0.57 to 0.64 ms on 2x2x2x2x2x2, at
+most 0.8 ms (benchmarks/planner.py's pairs of seeds 0 to 3 and their --mixed
+pairs; on 1,500 pairs of ``--mixed-live 5,6`` 0.72 ms on 5 mesh dims and 0.9 on
+6, a pair that takes 0.75 ms alone);
 without a build the same plans take up to about 25 ms (benchmarks/README.md).
 Weighted A*, a limited-discrepancy search, probes from the best path and
 pattern databases were measured too and found no cheaper plans per unit of
@@ -158,10 +159,10 @@ up to :data:`EXACT_DIMS` mesh dims of size > 1 on all but the rare pairs
 above, on 9 in 10 pairs of 5).  Otherwise the path is the cheapest that
 :data:`STAGES` (or, where ``FULL`` ran alone, the probes after it) found
 (``"approximate"``) or the greedy plan (``"greedy"``; with no greedy plan,
-:meth:`_Problem.fallback`), improved by :func:`improve_locally`, as the probes' last
-paths that a cheaper one beat are too (:data:`IMPROVE_SUPERSEDED`; the cheapest
-kept: from each start the rewrites reach a different local optimum):
-:func:`merge_gathers` (two all_gathers made one, or
+:meth:`_Problem.fallback`), improved by :func:`improve_locally`, as the greedy plan and the probes' last
+paths that a cheaper one beat are too (:data:`IMPROVE_GREEDY`,
+:data:`IMPROVE_SUPERSEDED`; the cheapest kept: from each start the rewrites
+reach a different local optimum): :func:`merge_gathers` (two all_gathers made one, or
 a mesh dim moved by an all_to_all onto a tensor dim gathered later, to leave
 with it), :func:`park_early` (a mesh dim Replicate for a while chunked onto a
 tensor dim that is gathered later, an all_reduce made a reduce_scatter onto
@@ -960,6 +961,16 @@ class _Problem:
                 out.append(("reduce_scatter", perm, e, k, nkey))
 
     @staticmethod
+    def stacked(stacks: tuple[tuple[int, ...], ...]) -> int:
+        """The mask of the mesh dims that split a tensor dim in ``stacks`` (:meth:`info`'s second
+        part, without working out the key and its view)."""
+        mask = 0
+        for s in stacks:
+            for m in s:
+                mask |= 1 << m
+        return mask
+
+    @staticmethod
     def top_of(stacks: tuple[tuple[int, ...], ...], dims: tuple[int, ...]) -> int:
         """The tensor dim whose innermost splits are ``dims`` (in that order), or -1."""
         n = len(dims)
@@ -1444,18 +1455,19 @@ PROBE_ROOT: float = 150
 # over it: 1,167 of 1,200 and 1.0011 with 100 moves (or 48, or 200), 1,165 and 1.0013 with 24.  A
 # call takes up to about 0.1 ms on 6 mesh dims.
 REWRITE_MOVES: float = 100
-# Besides the best path found, the rewrites start from the probes' paths that a cheaper one beat,
-# the latest first, at most this many, and the cheapest result is kept: they reach different local
-# optima (a probe's cheaper path is not always the better start).  1,167 of
+# Besides the best path found, the greedy plan is improved by the rewrites too, and the cheapest
+# result kept: they reach different local optima (a probe's cheaper path is not always the better
+# start).  Seeds 0 to 7: 1,167 of 1,200 with it or without (1,042 and 1,041 at the seventh
+# version's budgets).  Without it, 2 of 6,420 pairs cost more (1.02 and 1.07 times; 3,000 pairs
+# of --mixed-live 5,6, seeds 0 and 1; none of the 3,420 seeded, --mixed and other wide pairs), for
+# about 0.04 ms less on the slowest plans: kept.
+IMPROVE_GREEDY = True
+# Likewise the probes' paths that a cheaper one beat, the latest first, at most this many: 1,167 of
 # 1,200 and 1.0011 with 4, 1,166 with 3, 1,163 and 1.0016 with 2, 1,163 with 1, 1,160 and 1.0018
 # with none; with merge_gathers alone (nor of the greedy plan) 1,155 and 1.0021.  With 2, 5 of the
 # 1,200 plans cost more than at the seventh version's budgets (up to 1.22 times the optimum on 6
 # mesh dims); with 4, none (139 cost less).  With LANDING's sharper bound too, against the seventh
-# version itself: 141 cost less, 1 more (1.02 times the optimum on 6 mesh dims).  Until the ninth
-# version the greedy plan was a start too: without it not one plan changed (3,420 pairs: the seeded
-# pairs of 5 and 6 mesh dims of seeds 0 to 7, the --mixed pairs of seeds 0 to 3 and 1,500 more of
-# 5 and 6), and its rewrites walked the most moves (60 to 121 of about 300 on the slowest plans,
-# about 0.09 of their 0.98 ms).
+# version itself: 141 cost less, 1 more (1.02 times the optimum on 6 mesh dims).
 IMPROVE_SUPERSEDED = 4
 
 
@@ -1622,7 +1634,7 @@ def _best_park(pb: _Problem, best: tuple[_IMove, ...], walked: _Walk) -> Optiona
         prefix.append(prefix[-1] + costs[t] - (latency if collective[t] else 0.0))
     calm = [0] * ndim  # per tensor dim: the first position from which nothing has changed it
     free: dict[int, int] = {}  # Replicate mesh dim -> the first position from which it is
-    taken = states[0][1] | pb.info(states[0][0])[1]
+    taken = states[0][1] | pb.stacked(states[0][0])
     for m in pb.live:
         if not taken >> m & 1:
             free[m] = 0
@@ -1674,7 +1686,7 @@ def _best_park(pb: _Problem, best: tuple[_IMove, ...], walked: _Walk) -> Optiona
                 free.pop(m, None)
             if parkable:
                 parkable = [p for p in parkable if not p.mask & bits]
-            taken = states[j + 1][1] | pb.info(after)[1]
+            taken = states[j + 1][1] | pb.stacked(after)
             for m in dims:
                 if not taken >> m & 1:
                     free[m] = j + 1
@@ -1804,8 +1816,9 @@ def improve_locally(pb: _Problem, imoves: Sequence[_IMove]) -> tuple[tuple[_IMov
     move, :meth:`_Problem.rewalk`).  A round is not cut short: a call walks 37.5 moves median and
     123 at most on the plans of 4 to 6 mesh dims that the search did not prove
     (benchmarks/planner.py's seeded pairs of seeds 0 to 3 and ``--mixed`` pairs, with the sixth
-    version's budgets; the limit holds per call, and :func:`search_path` makes up to five: from
-    the best path and from :data:`IMPROVE_SUPERSEDED` others).  Each rewrite keeps the
+    version's budgets; the limit holds per call, and :func:`search_path` makes up to six: from
+    the best path, the greedy plan (:data:`IMPROVE_GREEDY`) and :data:`IMPROVE_SUPERSEDED` others).
+    Each rewrite keeps the
     path a path of the graph to the goal within the cap.
     """
     limit = pb.walked + REWRITE_MOVES
@@ -1872,8 +1885,10 @@ def _search(
     best_moves: Optional[tuple[_IMove, ...]] = None
     best_cost = math.inf
     method = "greedy"
+    greedy_moves: Optional[tuple[_IMove, ...]] = None
     if greedy is not None:
-        best_moves, best_cost = pb.internal(greedy), path_cost(greedy, start, nbytes, mesh_shape, model)
+        greedy_moves = pb.internal(greedy)
+        best_moves, best_cost = greedy_moves, path_cost(greedy, start, nbytes, mesh_shape, model)
     else:  # no greedy plan (shard orders other than the default): a simple one, if within the cap
         simple = pb.fallback()
         walked = pb.walk(simple)
@@ -1906,8 +1921,10 @@ def _search(
     if exact.complete:
         method = "exact"
     else:  # not proved optimal: improved by local rewrites, from other starts too (the cheapest kept)
+        starts = [greedy_moves] if IMPROVE_GREEDY and greedy_moves is not None and method != "greedy" else []
+        starts += superseded[::-1][:IMPROVE_SUPERSEDED]
         improved, cost = improve_locally(pb, best_moves)
-        for other_start in superseded[::-1][:IMPROVE_SUPERSEDED]:
+        for other_start in starts:
             other, other_cost = improve_locally(pb, other_start)
             if other_cost < cost:
                 improved, cost = other, other_cost

@@ -495,6 +495,8 @@ def test_the_local_rewrites_keep_a_path_no_costlier_and_within_the_cap(pair):
                                   src.ndim, planner._nbytes(src), plan_search.CostModel(), None)
         moves = pb.fallback()
     before = sum(pb.walk(moves)[0])
+    for stacks, _ in pb.walk(moves)[1]:  # the split mesh dims as park_early's scan reads them, as the view has them
+        assert pb.stacked(stacks) == pb.info(stacks)[1]
     for rewrite in (plan_search.park_early, plan_search.fold_moves, plan_search.reorder_moves, plan_search.improve_locally):
         new, cost = rewrite(pb, moves)
         walked = pb.walk(new, pb.start, pb.start_shards)  # walked afresh, not from the rewrites' cache
