@@ -495,8 +495,9 @@ class _Problem:
         for m in self.live:
             if not (self.start[1] & self.goal[1]) >> m & 1:
                 fall *= mesh_shape[m]
-        self.goal_local = nbytes / self._shards(self.goal[0])
-        self.start_shards = self._shards(self.start[0])
+        self._product: dict[int, int] = {0: 1}
+        self.goal_local = nbytes / self.product(self.stacked(self.goal[0]))
+        self.start_shards = self.product(self.stacked(self.start[0]))
         # tensor dims empty in the target: interchangeable while empty (only the first is pushed onto)
         self.spare = tuple(d for d in range(ndim) if not self.goal_stacks[d])
         self.all_dims = tuple(range(ndim))
@@ -505,7 +506,6 @@ class _Problem:
         self._pending: dict[int, dict[Partial, int]] = {}
         self.live_mask = sum(1 << m for m in self.live)
         self._reduce: dict[int, tuple[int, int]] = {}
-        self._product: dict[int, int] = {0: 1}
         self._walks: dict[tuple[_IMove, ...], Optional[_Walk]] = {}  # whole paths from the start, walked (the rewrites walk one often)
         self.walked = 0  # moves walked by walk(), the measure of the rewrites' work
         # The lower bound holds for CostModel's linear costs; another model searches without it.
@@ -586,12 +586,15 @@ class _Problem:
             got = self._views[key] = (part[0], pmask, part[1], part[2])
         return got
 
-    def _shards(self, stacks: tuple[tuple[int, ...], ...]) -> int:
-        n = 1
+    @staticmethod
+    def stacked(stacks: tuple[tuple[int, ...], ...]) -> int:
+        """The mask of the mesh dims that split a tensor dim in ``stacks`` (:meth:`info`'s second
+        part, without working out the key and its view)."""
+        mask = 0
         for s in stacks:
             for m in s:
-                n *= self.mesh_shape[m]
-        return n
+                mask |= 1 << m
+        return mask
 
     def product(self, mask: int) -> int:
         """The number of ranks of the mesh dims in ``mask``."""
@@ -959,16 +962,6 @@ class _Problem:
                     nkey |= ((e + 1) | pos << tdb) << shift[m]
                     pos += 1
                 out.append(("reduce_scatter", perm, e, k, nkey))
-
-    @staticmethod
-    def stacked(stacks: tuple[tuple[int, ...], ...]) -> int:
-        """The mask of the mesh dims that split a tensor dim in ``stacks`` (:meth:`info`'s second
-        part, without working out the key and its view)."""
-        mask = 0
-        for s in stacks:
-            for m in s:
-                mask |= 1 << m
-        return mask
 
     @staticmethod
     def top_of(stacks: tuple[tuple[int, ...], ...], dims: tuple[int, ...]) -> int:

@@ -1,9 +1,13 @@
-"""Hypothesis strategies shared by the tests: meshes, placements, shapes, dtypes, the planner's spec pairs; and ``per_rank``."""
+"""Hypothesis strategies shared by the tests: meshes, placements, shapes, dtypes, the planner's spec pairs; and ``per_rank``
+and ``planner_benchmark`` (benchmarks/planner.py's seeded pairs)."""
 
 from __future__ import annotations
 
 import itertools
 import math
+import sys
+from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable
 
 import numpy as np
@@ -126,3 +130,15 @@ def spec_pairs(draw, max_ndim=6, max_live=3, max_ranks=64, sizes=(2, 3, 4), dtyp
     src_order = draw(shard_orders(src)) if with_orders else None
     dst_order = draw(shard_orders(dst)) if with_orders else None
     return dt.DTensorSpec(mesh, src, meta, src_order), dt.DTensorSpec(mesh, dst, meta, dst_order)
+
+
+def planner_benchmark() -> ModuleType:
+    """benchmarks/planner.py (a script beside ``seeded_pairs.py``, not a package): its ``pairs`` and
+    ``mixed_pairs`` are the planner tests' pairs too."""
+    folder = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        import planner
+    finally:
+        sys.path.remove(folder)
+    return planner

@@ -28,7 +28,7 @@ from hypothesis import given, settings
 import dtensor_np as dt
 from dtensor_np import native, plan_search, planner
 
-from strategies import spec_pairs
+from strategies import planner_benchmark, spec_pairs
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "dtensor_np.plan_search"
@@ -94,11 +94,8 @@ def test_the_install_compiled_the_search():
 
 @compiled
 def test_the_build_plans_as_the_source_on_the_benchmark_pairs(source):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from planner import mixed_pairs, pairs
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    bench = planner_benchmark()
+    pairs, mixed_pairs = bench.pairs, bench.mixed_pairs
     model = dt.CostModel()
     checked = 0
     for seed in range(4):

@@ -34,7 +34,7 @@ from dtensor_np.planner import (
     plan_greedy,
 )
 
-from strategies import full_array, spec_pairs
+from strategies import full_array, planner_benchmark, spec_pairs
 
 R = Replicate()
 
@@ -494,8 +494,9 @@ def test_the_local_rewrites_keep_a_path_no_costlier_and_within_the_cap(pair):
         pb = plan_search._Problem(plan_search.search_state(src), plan_search.search_state(dst), src.mesh.shape,
                                   src.ndim, planner._nbytes(src), plan_search.CostModel(), None)
         moves = pb.fallback()
-    before = sum(pb.walk(moves)[0])
-    for stacks, _ in pb.walk(moves)[1]:  # the split mesh dims as park_early's scan reads them, as the view has them
+    costs, states, _ = pb.walk(moves)
+    before = sum(costs)
+    for stacks, _ in states:  # the split mesh dims as park_early's scan reads them, as the view has them
         assert pb.stacked(stacks) == pb.info(stacks)[1]
     for rewrite in (plan_search.park_early, plan_search.fold_moves, plan_search.reorder_moves, plan_search.improve_locally):
         new, cost = rewrite(pb, moves)
@@ -711,12 +712,7 @@ def test_the_planner_benchmark_runs(tmp_path):
 def test_the_planner_benchmark_draws_its_widest_pairs_on_request():
     """``--mixed-live 5,6`` (benchmarks/planner.py): meshes of 5 or 6 dims, every one of size > 1, and
     their plans never cost more than greedy's (the time is the benchmark's to measure)."""
-    benchmarks = str(Path(__file__).resolve().parents[1] / "benchmarks")
-    sys.path.insert(0, benchmarks)
-    try:
-        from planner import mixed_pairs
-    finally:
-        sys.path.remove(benchmarks)
+    mixed_pairs = planner_benchmark().mixed_pairs
     drawn = mixed_pairs(12, 0, (5, 6))
     assert {len(src.mesh.shape) for src, _ in drawn} == {5, 6}
     assert all(min(src.mesh.shape) >= 2 and dst.mesh == src.mesh for src, dst in drawn)

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,9 +27,8 @@ from dtensor_np.mesh import DeviceMesh
 from dtensor_np.placements import Partial, Replicate, Shard
 from dtensor_np.spec import DTensorSpec, TensorMeta
 
-from strategies import spec_pairs
+from strategies import planner_benchmark, spec_pairs
 
-ROOT = Path(__file__).resolve().parents[1]
 CORE = "dtensor_np._search_core"
 STATE = native.status()[CORE]
 built = pytest.mark.skipif(STATE != "compiled", reason=f"{CORE} is {STATE}")
@@ -83,11 +80,8 @@ def search(src, dst):
 
 
 def benchmark_pairs(seeds, mixed):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from planner import mixed_pairs, pairs
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    bench = planner_benchmark()
+    pairs, mixed_pairs = bench.pairs, bench.mixed_pairs
     for seed in seeds:
         for mesh in [(2, 2, 2), (2, 2, 2, 2), (4, 4, 4, 4), (2, 2, 2, 2, 2), (8, 8, 4, 2, 2), (2,) * 6]:
             yield from pairs(mesh, 30, seed)
