@@ -175,8 +175,10 @@ cdef int table_grow(Table* t) except -1:
     return 0
 
 
-cdef Slot* table_put(Table* t, uint64_t key, int64_t sub) except NULL:
-    """The slot of (key, sub), made (zeroed) if new; valid until the next put."""
+cdef Slot* table_slot(Table* t, uint64_t key, int64_t sub, bint* found) except NULL:
+    """The slot of (key, sub) (``found``), else the empty slot it would take, not yet taken
+    (:func:`table_take`; valid until the next put into ``t``): one probe where a find and a put
+    take two."""
     cdef Py_ssize_t mask, i
     cdef Slot* s
     if (t.size + 1) * 2 > t.cap:
@@ -186,17 +188,32 @@ cdef Slot* table_put(Table* t, uint64_t key, int64_t sub) except NULL:
     while True:
         s = &t.slots[i]
         if s.gen != t.gen:
-            s.gen = t.gen
-            s.key = key
-            s.sub = sub
-            s.a = s.b = 0.0
-            s.i = 0
-            s.flag = 0
-            t.size += 1
+            found[0] = False
             return s
         if s.key == key and s.sub == sub:
+            found[0] = True
             return s
         i = (i + 1) & mask
+
+
+cdef inline void table_take(Table* t, Slot* s, uint64_t key, int64_t sub) noexcept:
+    """Puts (key, sub) into the empty slot that :func:`table_slot` gave (zeroed, as a put makes it)."""
+    s.gen = t.gen
+    s.key = key
+    s.sub = sub
+    s.a = s.b = 0.0
+    s.i = 0
+    s.flag = 0
+    t.size += 1
+
+
+cdef Slot* table_put(Table* t, uint64_t key, int64_t sub) except NULL:
+    """The slot of (key, sub), made (zeroed) if new; valid until the next put."""
+    cdef bint found
+    cdef Slot* s = table_slot(t, key, sub, &found)
+    if not found:
+        table_take(t, s, key, sub)
+    return s
 
 
 cdef Slot* table_upsert(Table* t, uint64_t key, int64_t sub, bint* new) except NULL:
@@ -919,7 +936,7 @@ cdef class Core:
         cdef Slot* hs
         cdef HNode node, nd
         cdef Move* mv
-        cdef bint refine = family == FULL or family == LANDING, known_found
+        cdef bint refine = family == FULL or family == LANDING, known_found, known
         cdef int64_t known_used = 0
         cdef double known_g = 0.0
         cdef int expand_work = self.expand_work if family == FULL else 0
@@ -1010,15 +1027,16 @@ cdef class Core:
                     return -1
                 n_used = used + (mv.kind <= A2A)
                 c = g + self.step_cost(mv.kind, mv.k, local)
-                s = table_find(&self.best, mv.nxt, n_used)
-                if s != NULL and c >= s.a:
+                s = table_slot(&self.best, mv.nxt, n_used, &known)
+                if known and c >= s.a:
                     continue
                 nshards = _shards_after(mv, node.shards)
-                hs = self.bound_of(mv.nxt, nshards)
+                hs = self.bound_of(mv.nxt, nshards)  # (puts into self.h only: s stays valid)
                 h = hs.a
                 if n_used + hs.i > bound or c + h >= limit:
                     continue
-                s = table_put(&self.best, mv.nxt, n_used)
+                if not known:
+                    table_take(&self.best, s, mv.nxt, n_used)
                 s.a = c
                 nd.f = c + h
                 nd.tie = tie
