@@ -106,8 +106,9 @@ of the optimum (median) from 4 mesh dims on.
 ``FULL`` sharpens it where no collective is spare (57 to 82 % of the visits it
 pops on meshes of 4 to 6 dims; :meth:`_Problem.tight`, worked out when a visit is
 popped and the visit pushed back if it rises), and so do the probes'
-``LANDING`` searches (1,170 instead of 1,167 benchmark pairs as cheap as the
-exhaustive search's plan, 1,008 instead of 994 proved optimal): then each tensor dim with a
+``LANDING`` searches (at the ninth version's budgets, 1,170 instead of 1,167
+benchmark pairs as cheap as the exhaustive search's plan, 1,008 instead of 994
+proved optimal): then each tensor dim with a
 split to undo pops all of it in one collective, at the local size that the
 pushes its own mesh dims do not block leave, and each other such tensor dim
 popped first gathers what of it cannot be pushed back; something parked on a
@@ -1403,7 +1404,7 @@ STAGES: tuple[tuple[int, Optional[float]], ...] = ((PROBES, None),)
 # The budget on 5 mesh dims of size > 1, and from WIDE_DIMS on (there a probe's move costs more
 # time: more of the states it reaches are new, each with its bound worked out, and the plans are
 # longer to rewrite and to build): about the most that plans every pair of benchmarks/planner.py
-# (seeds 0 to 3) and of --mixed within 0.9 ms on a 2-core VM with the searches in C
+# (seeds 0 to 3) and of --mixed within about 0.9 ms on a 2-core VM with the searches in C
 # (dtensor_np/_search_core.pyx), the rewrites and the plan's specs included.  Benchmark pairs of 4
 # to 6 mesh dims, seeds 0 to 7: 1,171 of 1,200 as cheap as the exhaustive search's plan, 1,013
 # proved, 1.0010 times its cost (geometric mean).  BUDGET was 7,000 until the tenth version: 1,170
