@@ -164,7 +164,9 @@ def _status_in_copy(tmp_path: Path, edit: bool, pure: bool = False, broken: bool
         print(native.status()[{NAME!r}], "|", plan_search.__file__.rsplit("/", 1)[1], "|", len(plan), "|",
               native.status()[{CORE!r}], "|", plan_search._core_module is not None)
     """)
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), native.PURE_ENV: "1" if pure else ""}
+    # a throwaway copy: no bytecode written for it (under tests/conftest.py's cache it would pile up)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), native.PURE_ENV: "1" if pure else "",
+           "PYTHONDONTWRITEBYTECODE": "1"}
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env,
                           cwd=tmp_path)
 
