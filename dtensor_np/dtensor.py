@@ -313,10 +313,9 @@ class DTensor(NDArrayOperatorsMixin):
             target, run = redistribution(self._spec, placements, shard_order)
         except TypeError:  # unhashable arguments: the uncached call validates them (and says what is wrong)
             target, run = redistribution.__wrapped__(self._spec, placements, shard_order)
-        if run is None:
-            return self
+        # a new handle even where nothing moves: ``y[i] = v`` rebinds y's handle, so y must not be x
         out = _new_dtensor(DTensor)
-        _set_shards(out, run(self._shards))
+        _set_shards(out, self._shards if run is None else run(self._shards))
         _set_spec(out, target)
         _set_namespace(out, self._namespace)
         return out

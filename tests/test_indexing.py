@@ -536,6 +536,7 @@ def test_setitem_rebinds_this_handle_only(world):
         x = dt.distribute_tensor(full, mesh, [Shard(0)] + [Shard(1)] * (mesh.ndim - 1))
         alias = x
         other = x.redistribute([R] * mesh.ndim)
+        same = x.redistribute(x.placements)  # nothing moves, yet a handle of its own
         earlier = x[1:4]
         locals_before = {r: s for r, s in x.shards.items()}
         copies = {r: s.copy() for r, s in x.shards.items()}
@@ -550,6 +551,8 @@ def test_setitem_rebinds_this_handle_only(world):
         np.testing.assert_array_equal(x.full_tensor(), want)
         assert alias is x  # the same handle: it sees the new value
         np.testing.assert_array_equal(other.full_tensor(), full)
+        assert same is not x
+        np.testing.assert_array_equal(same.full_tensor(), full)
         np.testing.assert_array_equal(earlier.full_tensor(), full[1:4])
         for r, s in locals_before.items():
             np.testing.assert_array_equal(s, copies[r])  # the old shard objects were never written
