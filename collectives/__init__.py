@@ -29,7 +29,7 @@ from .arguments import GroupLayout, group_layout
 from .backend import Backend, Prepared
 from .chunks import chunk_size_and_offset, chunk_sizes, offsets
 from .counting import KINDS, CommCounter, comm_counter
-from .device import array_module, cuda_aware_mpi, is_device_array
+from .device import array_module, cuda_aware_mpi, is_device_array, on_device_of, ufunc_at
 from .errors import CollectiveError
 from .handles import Handle
 from .launch import launched_by_mpiexec, mpi_world_size
@@ -73,5 +73,7 @@ __all__ = [
     "launched_by_mpiexec",
     "mpi_world_size",
     "offsets",
+    "on_device_of",
     "release_buffers",
+    "ufunc_at",
 ]

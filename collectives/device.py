@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -26,8 +27,10 @@ __all__ = [
     "cuda_aware_mpi",
     "detect_cuda_aware_mpi",
     "is_device_array",
+    "on_device_of",
     "query_mpi_cuda_support",
     "stage_for_mpi",
+    "ufunc_at",
 ]
 
 CUDA_AWARE_ENV = "DTENSOR_NP_CUDA_AWARE"
@@ -59,6 +62,52 @@ def array_module(x: object) -> ModuleType:
     if type(x) is np.ndarray or not is_device_array(x):
         return np
     return sys.modules["cupy"]
+
+
+def on_device_of(target: object, value: object) -> object:
+    """``value`` on ``target``'s device: a NumPy array copied to the GPU for a CuPy ``target``.
+
+    Anything else (a scalar, an array of the same library) comes back as it is.
+
+    Example:
+        >>> import numpy as np
+        >>> v = np.arange(3)
+        >>> on_device_of(np.zeros(3), v) is v
+        True
+    """
+    if isinstance(value, np.ndarray) and is_device_array(target):
+        return sys.modules["cupy"].asarray(value)
+    return value
+
+
+def ufunc_at(ufunc: np.ufunc, target: Array, index: tuple, value: object) -> None:
+    """``ufunc.at(target, index, value)`` on a NumPy or a CuPy ``target``, in place (repeated indices apply once each).
+
+    On a CuPy array, ``np.add`` runs on the device (``cupy.add.at``, or
+    ``cupyx.scatter_add`` before CuPy 13), index arrays and values moved there
+    first.  Every other ufunc runs in host memory, the array copied back once:
+    CuPy 14 has no ``multiply.at``, and its ``minimum.at`` and ``maximum.at``
+    (like ``cupyx.scatter_min``) round float64 elements to float32.
+
+    Example:
+        >>> import numpy as np
+        >>> a = np.zeros(3)
+        >>> ufunc_at(np.add, a, (np.array([0, 0, 2]),), 1.0)
+        >>> a
+        array([2., 0., 1.])
+    """
+    if not is_device_array(target):
+        ufunc.at(target, index, value)
+        return
+    cupy = sys.modules["cupy"]
+    if ufunc is np.add:
+        add_at = getattr(cupy.add, "at", None) or importlib.import_module("cupyx").scatter_add
+        add_at(target, tuple(on_device_of(target, i) for i in index), on_device_of(target, value))
+        return
+    host = cupy.asnumpy(target)
+    ufunc.at(host, tuple(cupy.asnumpy(i) if is_device_array(i) else i for i in index),
+             cupy.asnumpy(value) if is_device_array(value) else value)
+    target[...] = cupy.asarray(host)
 
 
 def query_mpi_cuda_support() -> bool | None:

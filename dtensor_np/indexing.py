@@ -55,7 +55,7 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
-from collectives import array_module
+from collectives import array_module, on_device_of, ufunc_at
 
 from .arrays import check_array
 from .dispatch import fast_builder, hit_counter, remember, run_rule
@@ -378,9 +378,9 @@ def _remember_update(key: tuple, x: Any, spec: DTensorSpec, plan: IndexPlan, op:
         for r, index in owned:
             out = new[r].copy()
             if ufunc is None:
-                out[index] = value
+                out[index] = on_device_of(out, value)
             else:
-                ufunc.at(out, index, value)
+                ufunc_at(ufunc, out, index, value)
             new[r] = out
         return build(new, spec, x._namespace)
 
@@ -394,9 +394,9 @@ def _ndim(value: Any) -> int:
 
 def _apply(target: Any, index: tuple[Any, ...], value: Any, op: str) -> None:
     if op == "set":
-        target[index] = value
+        target[index] = on_device_of(target, value)  # a NumPy value into a CuPy shard: copied to the device
     else:
-        UPDATES[op].at(target, index, value)  # type: ignore[union-attr]
+        ufunc_at(UPDATES[op], target, index, value)  # type: ignore[arg-type]
 
 
 def _basic_update(block: Any, spec: DTensorSpec, rank: int, plan: IndexPlan, full: Any, op: str) -> Any:

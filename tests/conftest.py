@@ -128,3 +128,16 @@ def world(world_kind: str, mpi_ranks: int) -> World:
         f"expected an MPI world of {mpi_ranks} ranks, got {backend.world_size}"
     )
     return World("mpi", mpi_ranks, backend)
+
+
+@pytest.fixture
+def cupy() -> Any:
+    """The ``cupy`` module, for the tests marked ``gpu``: skipped cleanly without CuPy or a CUDA device (as in CI)."""
+    module = pytest.importorskip("cupy")
+    try:
+        devices = module.cuda.runtime.getDeviceCount()
+    except Exception:  # noqa: BLE001 - no driver, no runtime: no device
+        devices = 0
+    if devices == 0:
+        pytest.skip("no CUDA device")
+    return module

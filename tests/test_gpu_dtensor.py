@@ -19,20 +19,10 @@ HAS_CUPY = importlib.util.find_spec("cupy") is not None
 R = Replicate()
 
 
-def _cupy():
-    cupy = pytest.importorskip("cupy")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() == 0:
-            pytest.skip("no CUDA device")
-    except Exception:  # noqa: BLE001 - no driver or runtime
-        pytest.skip("no CUDA device")
-    return cupy
-
-
 @pytest.mark.gpu
 @pytest.mark.worlds(simulated=(1, 2, 4), mpi=(2, 4) if HAS_CUPY else ())
-def test_cupy_dtensors_match_numpy(world):
-    cp = _cupy()
+def test_cupy_dtensors_match_numpy(world, cupy):
+    cp = cupy
     mesh_shape = (2, world.size // 2) if world.size % 2 == 0 and world.size > 2 else (world.size,)
     mesh = dt.DeviceMesh(mesh_shape, backend=world.kind)
     rng = np.random.default_rng(0)

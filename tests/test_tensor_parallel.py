@@ -295,12 +295,7 @@ def test_the_example_runs_under_mpi(world, capsys):
 
 
 @pytest.mark.gpu
-def test_cupy_arrays_run_on_the_device():
-    cupy = pytest.importorskip("cupy")
-    try:
-        cupy.cuda.runtime.getDeviceCount()
-    except Exception:  # pragma: no cover - no CUDA device
-        pytest.skip("no CUDA device")
+def test_cupy_arrays_run_on_the_device(cupy):
     from dtensor_np.examples.tp_mlp import attention, init_attention
 
     params, x = init_attention(np.random.default_rng(0), batch=2, seq=5, hidden=16, dtype="f8")

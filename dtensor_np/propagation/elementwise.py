@@ -25,6 +25,8 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
+from collectives import array_module
+
 from ..arrays import astype
 from ..errors import ShardingError
 from ..placements import Partial
@@ -161,7 +163,15 @@ def _three_operand_rule(fn: Callable[..., Any], operands: Callable[[tuple, dict]
 
     def decide(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
         n, scalars = key
-        return elementwise_decision(specs, lambda rank, *a: fn(*_merge(a, scalars, n)))
+        static_condition = fn is np.where and any(i == 0 for i, _ in scalars)
+
+        def local(rank: int, *a: Any) -> Any:
+            operands = _merge(a, scalars, n)
+            if static_condition and a[0].__class__ is not np.ndarray:  # CuPy's where takes an array condition only
+                operands[0] = array_module(a[0]).asarray(operands[0])
+            return fn(*operands)
+
+        return elementwise_decision(specs, local)
 
     return OpRule(fn.__name__, bind, decide)
 

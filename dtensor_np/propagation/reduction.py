@@ -42,6 +42,8 @@ from typing import Any, Callable, Hashable, Optional
 
 import numpy as np
 
+from collectives import array_module
+
 from ..errors import ShardingError
 from ..placements import Partial, Placement, Replicate, Shard
 from ..sharded import is_sharded
@@ -186,7 +188,13 @@ def reduction_decision(
             if nothing is None:
                 local_shape = in_spec.local_shape_of_rank(rank)
                 nothing = empty[rank] = any(local_shape[a] == 0 for a in reduced)
-            return reduce(x, initial=identity) if nothing else reduce(x)
+            if not nothing:
+                return reduce(x)
+            if x.__class__ is np.ndarray:
+                return reduce(x, initial=identity)
+            # CuPy's max and min take no initial: the identity itself, in the block's library
+            shape = tuple(1 if i in reduced else s for i, s in enumerate(x.shape) if keepdims or i not in reduced)
+            return array_module(x).full(shape, identity, dtype=out_dtype)
 
         return Decision((in_spec,), (out_spec,), local)
 

@@ -13,21 +13,9 @@ from collectives import array_module
 HAS_CUPY = importlib.util.find_spec("cupy") is not None
 
 
-def _cupy_with_a_device():
-    cupy = pytest.importorskip("cupy")
-    try:
-        devices = cupy.cuda.runtime.getDeviceCount()
-    except Exception:  # noqa: BLE001 - no driver, no runtime: no device
-        devices = 0
-    if devices == 0:
-        pytest.skip("no CUDA device")
-    return cupy
-
-
 @pytest.mark.gpu
 @pytest.mark.worlds(simulated=(1, 2, 4), mpi=(2, 4) if HAS_CUPY else ())
-def test_cupy_arrays_match_numpy(world):
-    cupy = _cupy_with_a_device()
+def test_cupy_arrays_match_numpy(world, cupy):
     backend, n = world.backend, world.size
     failures = Failures(world)
     rng = np.random.default_rng(7)
@@ -90,10 +78,9 @@ def test_cupy_arrays_match_numpy(world):
 
 
 @pytest.mark.gpu
-def test_cupy_staging_and_packing(monkeypatch):
+def test_cupy_staging_and_packing(monkeypatch, cupy):
     """The one staging helper: host round trip by default, CuPy buffers when CUDA-aware;
     and the packing the MPI backend does on whichever module holds the data."""
-    cupy = _cupy_with_a_device()
     from collectives import device
     from collectives.packing import block_receiver, piece_packer
 
