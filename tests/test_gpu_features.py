@@ -1,5 +1,6 @@
 """Every feature on CuPy shards, against NumPy on the full arrays: NumPy ops and reductions, indexing and
-updates, autodiff, the eager fast path, FSDP (x TP) with an optimiser step, on uneven and empty shards.
+updates, autodiff, the eager fast path, FSDP (x TP) with an optimiser step, on uneven and empty shards; and
+the Array API namespace over such shards.
 
 The same program runs twice: on NumPy shards everywhere (CI), and on CuPy shards where CuPy and a CUDA
 device are found (skipped cleanly elsewhere).  Every result must stay on the device that holds its inputs:
@@ -30,6 +31,18 @@ def _fsdp_loss(p: dict, x: Any, y: Any) -> Any:
     return np.mean((h @ p["fc2.weight"].T + p["fc2.bias"] - y) ** 2)
 
 
+def _checker(kind: type, to_numpy: Callable[[Any], np.ndarray]) -> Callable[[Any, Any, str], None]:
+    """``check(got, want, what)``: ``got`` a DTensor whose every shard is a ``kind``, equal to ``want`` (NumPy)."""
+
+    def check(got: Any, want: Any, what: str) -> None:
+        assert isinstance(got, dt.DTensor), f"{what}: expected a DTensor, got {type(got).__name__}"
+        for rank, local in got.local_shards().items():
+            assert isinstance(local, kind), f"{what}: rank {rank} holds {type(local).__name__}, expected {kind.__name__}"
+        np.testing.assert_allclose(to_numpy(got.full_tensor()), want, rtol=1e-12, atol=1e-12, err_msg=what)
+
+    return check
+
+
 def _every_feature(world: Any, xp: Any, to_numpy: Callable[[Any], np.ndarray]) -> None:
     """Runs each feature on shards of module ``xp`` and compares with NumPy on the full arrays."""
     mesh = dt.DeviceMesh((world.size,), backend=world.kind)
@@ -37,11 +50,7 @@ def _every_feature(world: Any, xp: Any, to_numpy: Callable[[Any], np.ndarray]) -
     rng = np.random.default_rng(0)
     full = rng.standard_normal((7, 5))  # 7 rows: uneven shards on 2 and 4 ranks
 
-    def check(got: Any, want: Any, what: str) -> None:
-        assert isinstance(got, dt.DTensor), f"{what}: expected a DTensor, got {type(got).__name__}"
-        for rank, local in got.local_shards().items():
-            assert isinstance(local, kind), f"{what}: rank {rank} holds {type(local).__name__}, expected {kind.__name__}"
-        np.testing.assert_allclose(to_numpy(got.full_tensor()), want, rtol=1e-12, atol=1e-12, err_msg=what)
+    check = _checker(kind, to_numpy)
 
     for placement in (Shard(0), Shard(1), Replicate()):
         x = dt.distribute_tensor(xp.asarray(full), mesh, [placement])
@@ -135,12 +144,36 @@ def _every_feature(world: Any, xp: Any, to_numpy: Callable[[Any], np.ndarray]) -
                                            err_msg=f"{what} of {name}, {where}")
 
 
+def _namespace(world: Any, xp: Any, to_numpy: Callable[[Any], np.ndarray]) -> None:
+    """The Array API namespace (what scikit-learn and SciPy call) over shards of module ``xp``."""
+    mesh = dt.DeviceMesh((world.size,), backend=world.kind)
+    kind = type(xp.asarray(np.zeros(1)))
+    full = np.random.default_rng(1).standard_normal((7, 5))
+
+    check = _checker(kind, to_numpy)
+
+    ns = dt.array_api.namespace(mesh, default="shard_first")
+    a = ns.asarray(xp.asarray(full))
+    check(a, full, f"namespace asarray, {world}")
+    check(ns.sum(a * a, axis=0), (full * full).sum(axis=0), f"namespace sum, {world}")
+    check(ns.linalg.vector_norm(a, axis=1), np.linalg.norm(full, axis=1), f"namespace vector_norm, {world}")
+    check(ns.sort(a, axis=0), np.sort(full, axis=0), f"namespace sort, {world}")
+    check(ns.cumulative_sum(a, axis=0), np.cumsum(full, axis=0), f"namespace cumulative_sum, {world}")
+    check(ns.matmul(ns.matrix_transpose(a), a), full.T @ full, f"namespace matmul, {world}")
+    check(ns.where(a > 0, a, ns.zeros_like(a)), np.where(full > 0, full, 0.0), f"namespace where, {world}")
+
+
+PROGRAMS = pytest.mark.parametrize("program", [_every_feature, _namespace], ids=["features", "namespace"])
+
+
+@PROGRAMS
 @pytest.mark.worlds(simulated=(1, 2, 4), mpi=(2,))
-def test_every_feature_on_numpy_shards(world):
-    _every_feature(world, np, np.asarray)
+def test_on_numpy_shards(world, program):
+    program(world, np, np.asarray)
 
 
+@PROGRAMS
 @pytest.mark.gpu
 @pytest.mark.worlds(simulated=(1, 2, 4), mpi=(2, 4) if HAS_CUPY else ())
-def test_every_feature_on_cupy_shards(world, cupy):
-    _every_feature(world, cupy, cupy.asnumpy)
+def test_on_cupy_shards(world, cupy, program):
+    program(world, cupy, cupy.asnumpy)

@@ -33,6 +33,8 @@ from typing import Any, Callable, Mapping, Sequence, Union
 
 import numpy as np
 
+from collectives import array_module
+
 from ..devices import Sharding, mesh_of_device
 from ..dtensor import DTensor, distribute_tensor, register_namespace_factory
 from ..errors import ShardingError
@@ -137,8 +139,11 @@ class ArrayNamespace:
         return (Shard(0 if policy == "shard_first" else len(shape) - 1),) * ndim
 
     def place(self, array: Any, device: Any = None) -> DTensor:
-        """A full array, the same on every rank, as a DTensor of this namespace: each rank keeps its block (no communication)."""
-        array = np.asarray(array)
+        """A full array, the same on every rank, as a DTensor of this namespace: each rank keeps its block (no communication).
+
+        A CuPy array stays on the device; anything else becomes a NumPy array.
+        """
+        array = array_module(array).asarray(array)
         x = distribute_tensor(array, self.mesh, self.placements_for(array.shape, device), src_data_rank=None)
         return DTensor(x.shards, x.spec, namespace=self)
 

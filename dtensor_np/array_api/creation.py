@@ -41,6 +41,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from collectives import array_module
+
 from ..devices import Sharding
 from ..dtensor import DTensor
 from ..errors import ShardingError
@@ -112,13 +114,18 @@ def eye(xp: Any, n_rows: int, n_cols: Optional[int] = None, /, *, k: int = 0, dt
 
 
 def _like(xp: Any, x: DTensor, dtype: Any, device: Any, make: Callable[..., Any]) -> DTensor:
-    """An array of ``x``'s shape, on ``x``'s placements (pending sums replicated) unless ``device`` is given."""
+    """An array of ``x``'s shape, on ``x``'s placements (pending sums replicated) unless ``device`` is given,
+    its blocks in ``x``'s array library (CuPy shards make CuPy blocks)."""
     if not isinstance(x, DTensor):
         raise TypeError(f"expected a DTensor, got {type(x).__name__}")
     if device is None:
         if x.mesh is not xp.mesh:
             raise ShardingError(f"the array is on {x.mesh!r}, this namespace on {xp.mesh!r}")
         device = Sharding(xp.mesh, [Replicate() if isinstance(p, Partial) else p for p in x.placements])
+    library = array_module(next(iter(x.shards.values())))
+    if library is not np:
+        numpy_make = make
+        make = lambda s, o, d: library.asarray(numpy_make(s, o, d))  # noqa: E731
     return _filled(xp, x.shape, x.dtype if dtype is None else dtype, device, make)
 
 
@@ -174,7 +181,7 @@ def asarray(xp: Any, obj: Any, /, *, dtype: Any = None, device: Any = None, copy
         )
     if _holds_dtensors(obj):
         return _asarray_dtensor(xp, _stacked(xp, obj), dtype, device, None)
-    return xp.place(np.asarray(obj, dtype=dtype), device)
+    return xp.place(array_module(obj).asarray(obj, dtype=dtype), device)  # a CuPy array stays on the device
 
 
 def _asarray_dtensor(xp: Any, x: DTensor, dtype: Any, device: Any, copy: Optional[bool]) -> DTensor:

@@ -61,6 +61,8 @@ from typing import Any, Callable, Hashable, Optional, Sequence
 
 import numpy as np
 
+from collectives import array_module
+
 from ..errors import ShardingError
 from ..placements import Partial, Placement, Replicate, Shard
 from ..spec import DTensorSpec, TensorMeta
@@ -174,6 +176,24 @@ def _root(ord: Any) -> Callable[[Any], Any]:
     return lambda s: s ** np.reciprocal(ord, dtype=s.dtype)
 
 
+def _norm_in_library(x: Any, axes: tuple[int, ...], keepdims: bool, ord: Any) -> Any:
+    """The vector norm of order ``ord`` over ``axes`` from its definition, in ``x``'s own array library."""
+    xp = array_module(x)
+    x = _inexact(x)
+    size = xp.abs(x)
+    if ord == np.inf:
+        return xp.max(size, axis=axes, keepdims=keepdims)
+    if ord == -np.inf:
+        return xp.min(size, axis=axes, keepdims=keepdims)
+    if ord == 0:
+        return xp.sum(x != 0, axis=axes, keepdims=keepdims).astype(size.dtype)
+    if ord == 1:
+        return xp.sum(size, axis=axes, keepdims=keepdims)
+    if ord is None or ord == 2:
+        return xp.sqrt(xp.sum(size * size, axis=axes, keepdims=keepdims))
+    return xp.sum(size ** ord, axis=axes, keepdims=keepdims) ** (1 / ord)
+
+
 def norm_decision(spec: DTensorSpec, axes: tuple[int, ...], keepdims: bool, ord: Any, meta: TensorMeta, call: Callable[[Any], Any]) -> Decision:
     """A vector norm of order ``ord`` over ``axes`` (``matrix_norm`` 'fro' is the 2-norm over the last two).
 
@@ -187,7 +207,13 @@ def norm_decision(spec: DTensorSpec, axes: tuple[int, ...], keepdims: bool, ord:
     reduced = tuple(m for m, p in enumerate(spec.placements) if isinstance(p, Shard) and p.dim in axes)
     if not reduced:
         out = DTensorSpec(mesh, _reduced_placements(spec, axes, keepdims, Replicate()), meta)
-        return Decision((spec,), (out,), lambda rank, x: call(x))
+
+        def local(rank: int, x: Any) -> Any:
+            if x.__class__ is np.ndarray:
+                return call(x)
+            return _norm_in_library(x, axes, keepdims, ord)  # CuPy has no linalg.vector_norm
+
+        return Decision((spec,), (out,), local)
     share = _power_sum(ord, axes, keepdims)
     pending = {np.inf: "max", -np.inf: "min", 0: "sum", 1: "sum"}.get(ord) if ord is not None else None
     if pending is not None:

@@ -64,14 +64,22 @@ def sort_decision(spec: DTensorSpec, func: Callable[..., Any], kwargs: dict[str,
                             f"got {kwargs['order']!r}")
     axis = kwargs["axis"]
     dtype = np.dtype(np.intp) if func is np.argsort else spec.dtype
+
+    def sort_block(options: dict[str, Any]) -> Callable[[int, Any], Any]:
+        def local(rank: int, x: Any) -> Any:
+            if x.__class__ is np.ndarray:
+                return func(x, **options)
+            return func(x, axis=options["axis"])  # CuPy sorts stably, and takes no kind, order or stable
+
+        return local
+
     if axis is None:
         meta = TensorMeta((math.prod(spec.shape),), dtype)
-        return whole_decision(spec, tuple(range(spec.ndim)), [meta], lambda rank, x: func(x, **kwargs))
+        return whole_decision(spec, tuple(range(spec.ndim)), [meta], sort_block(kwargs))
     if spec.ndim == 0:
         raise ShardingError(f"numpy.{func.__name__}: expected an array of at least 1 dim for axis={axis}, got a 0-d array")
     (axis,) = axis_tuple(axis, spec.ndim)
-    local = dict(kwargs, axis=axis)
-    return whole_decision(spec, (axis,), [TensorMeta(spec.shape, dtype)], lambda rank, x: func(x, **local))
+    return whole_decision(spec, (axis,), [TensorMeta(spec.shape, dtype)], sort_block(dict(kwargs, axis=axis)))
 
 
 for _func in (np.sort, np.argsort):
