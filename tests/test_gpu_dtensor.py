@@ -22,28 +22,27 @@ R = Replicate()
 @pytest.mark.gpu
 @pytest.mark.worlds(simulated=(1, 2, 4), mpi=(2, 4) if HAS_CUPY else ())
 def test_cupy_dtensors_match_numpy(world, cupy):
-    cp = cupy
     mesh_shape = (2, world.size // 2) if world.size % 2 == 0 and world.size > 2 else (world.size,)
     mesh = dt.DeviceMesh(mesh_shape, backend=world.kind)
     rng = np.random.default_rng(0)
     full = rng.standard_normal((7, 5)).astype(np.float32)
     options = [Shard(0), Shard(1), R]
     for src in _products(options, len(mesh_shape)):
-        x = dt.distribute_tensor(cp.asarray(full), mesh, list(src))
-        assert all(isinstance(a, cp.ndarray) for a in x.local_shards().values())
+        x = dt.distribute_tensor(cupy.asarray(full), mesh, list(src))
+        assert all(isinstance(a, cupy.ndarray) for a in x.local_shards().values())
         for dst in _products(options + [Partial()], len(mesh_shape)):
             if any(isinstance(b, Partial) and not isinstance(a, Replicate) for a, b in zip(src, dst)):
                 continue
             y = x.redistribute(list(dst))
-            assert all(isinstance(a, cp.ndarray) for a in y.local_shards().values())
-            np.testing.assert_allclose(cp.asnumpy(y.full_tensor()), full, rtol=1e-6, atol=1e-6)
+            assert all(isinstance(a, cupy.ndarray) for a in y.local_shards().values())
+            np.testing.assert_allclose(cupy.asnumpy(y.full_tensor()), full, rtol=1e-6, atol=1e-6)
 
     w = rng.standard_normal((5, 3)).astype(np.float32)
-    xd = dt.distribute_tensor(cp.asarray(full), mesh, [Shard(1)] + [R] * (len(mesh_shape) - 1))
-    wd = dt.distribute_tensor(cp.asarray(w), mesh, [Shard(0)] + [R] * (len(mesh_shape) - 1))
+    xd = dt.distribute_tensor(cupy.asarray(full), mesh, [Shard(1)] + [R] * (len(mesh_shape) - 1))
+    wd = dt.distribute_tensor(cupy.asarray(w), mesh, [Shard(0)] + [R] * (len(mesh_shape) - 1))
     with dt.comm_counter() as c:
         out = np.maximum(xd @ wd, 0).sum(axis=0)
-        got = cp.asnumpy(out.full_tensor())
+        got = cupy.asnumpy(out.full_tensor())
     np.testing.assert_allclose(got, np.maximum(full @ w, 0).sum(axis=0), rtol=1e-4, atol=1e-4)
     assert c.counts["all_reduce"] == (1 if mesh.shape[0] > 1 else 0)
 

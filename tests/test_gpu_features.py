@@ -2,7 +2,7 @@
 updates, autodiff, the eager fast path, FSDP (x TP) with an optimiser step, on uneven and empty shards; and
 the Array API namespace over such shards.
 
-The same program runs twice: on NumPy shards everywhere (CI), and on CuPy shards where CuPy and a CUDA
+Each program runs twice: on NumPy shards everywhere (CI), and on CuPy shards where CuPy and a CUDA
 device are found (skipped cleanly elsewhere).  Every result must stay on the device that holds its inputs:
 each shard of a result is an array of the inputs' module.
 """
@@ -49,7 +49,6 @@ def _every_feature(world: Any, xp: Any, to_numpy: Callable[[Any], np.ndarray]) -
     kind = type(xp.asarray(np.zeros(1)))
     rng = np.random.default_rng(0)
     full = rng.standard_normal((7, 5))  # 7 rows: uneven shards on 2 and 4 ranks
-
     check = _checker(kind, to_numpy)
 
     for placement in (Shard(0), Shard(1), Replicate()):

@@ -115,7 +115,7 @@ def eye(xp: Any, n_rows: int, n_cols: Optional[int] = None, /, *, k: int = 0, dt
 
 def _like(xp: Any, x: DTensor, dtype: Any, device: Any, make: Callable[..., Any]) -> DTensor:
     """An array of ``x``'s shape, on ``x``'s placements (pending sums replicated) unless ``device`` is given,
-    its blocks in ``x``'s array library (CuPy shards make CuPy blocks)."""
+    each block ``make(library, block_shape, dtype)`` in ``x``'s array library (CuPy shards make CuPy blocks)."""
     if not isinstance(x, DTensor):
         raise TypeError(f"expected a DTensor, got {type(x).__name__}")
     if device is None:
@@ -123,30 +123,27 @@ def _like(xp: Any, x: DTensor, dtype: Any, device: Any, make: Callable[..., Any]
             raise ShardingError(f"the array is on {x.mesh!r}, this namespace on {xp.mesh!r}")
         device = Sharding(xp.mesh, [Replicate() if isinstance(p, Partial) else p for p in x.placements])
     library = array_module(next(iter(x.shards.values())))
-    if library is not np:
-        numpy_make = make
-        make = lambda s, o, d: library.asarray(numpy_make(s, o, d))  # noqa: E731
-    return _filled(xp, x.shape, x.dtype if dtype is None else dtype, device, make)
+    return _filled(xp, x.shape, x.dtype if dtype is None else dtype, device, lambda s, o, d: make(library, s, d))
 
 
 def zeros_like(xp: Any, x: DTensor, /, *, dtype: Any = None, device: Any = None) -> DTensor:
     """Zeros of ``x``'s shape (and dtype, placements)."""
-    return _like(xp, x, dtype, device, lambda s, o, d: np.zeros(s, d))
+    return _like(xp, x, dtype, device, lambda lib, s, d: lib.zeros(s, d))
 
 
 def ones_like(xp: Any, x: DTensor, /, *, dtype: Any = None, device: Any = None) -> DTensor:
     """Ones of ``x``'s shape (and dtype, placements)."""
-    return _like(xp, x, dtype, device, lambda s, o, d: np.ones(s, d))
+    return _like(xp, x, dtype, device, lambda lib, s, d: lib.ones(s, d))
 
 
 def empty_like(xp: Any, x: DTensor, /, *, dtype: Any = None, device: Any = None) -> DTensor:
     """An uninitialised array of ``x``'s shape (and dtype, placements)."""
-    return _like(xp, x, dtype, device, lambda s, o, d: np.empty(s, d))
+    return _like(xp, x, dtype, device, lambda lib, s, d: lib.empty(s, d))
 
 
 def full_like(xp: Any, x: DTensor, /, fill_value: Any, *, dtype: Any = None, device: Any = None) -> DTensor:
     """``fill_value`` in an array of ``x``'s shape (and dtype, placements)."""
-    return _like(xp, x, dtype, device, lambda s, o, d: np.full(s, fill_value, d))
+    return _like(xp, x, dtype, device, lambda lib, s, d: lib.full(s, fill_value, d))
 
 
 def arange(xp: Any, start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None,

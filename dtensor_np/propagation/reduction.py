@@ -163,7 +163,7 @@ def reduction_decision(
             outputs.append(Replicate())
 
     in_spec = DTensorSpec(mesh, tuple(inputs), spec.tensor_meta)
-    out_shape = tuple(1 if i in reduced else s for i, s in enumerate(spec.shape) if keepdims or i not in reduced)
+    out_shape = _reduced_shape(spec.shape, reduced, keepdims)
     out_spec = DTensorSpec(mesh, tuple(outputs), TensorMeta(out_shape, out_dtype))
 
     if kind == "mean" and sharded_reduced:
@@ -193,12 +193,16 @@ def reduction_decision(
             if x.__class__ is np.ndarray:
                 return reduce(x, initial=identity)
             # CuPy's max and min take no initial: the identity itself, in the block's library
-            shape = tuple(1 if i in reduced else s for i, s in enumerate(x.shape) if keepdims or i not in reduced)
-            return array_module(x).full(shape, identity, dtype=out_dtype)
+            return array_module(x).full(_reduced_shape(x.shape, reduced, keepdims), identity, dtype=out_dtype)
 
         return Decision((in_spec,), (out_spec,), local)
 
     return Decision((in_spec,), (out_spec,), lambda rank, x: reduce(x))
+
+
+def _reduced_shape(shape: tuple[int, ...], reduced: Any, keepdims: bool) -> tuple[int, ...]:
+    """``shape`` after reducing the axes ``reduced`` (kept as 1 with ``keepdims``)."""
+    return tuple(1 if i in reduced else s for i, s in enumerate(shape) if keepdims or i not in reduced)
 
 
 def _reduction_key(kind: str, name: str, a: Any, axis: Any, keepdims: Any, dtype: Any, ufunc: Optional[np.ufunc]) -> Hashable:
