@@ -27,10 +27,11 @@ method by number of mesh dims of size > 1, and cost over greedy's where the
 shard orders are the default (greedy ignores orders).  ``--mixed-live 5,6``
 draws them on meshes of 5 or 6 dims, all of size 2 to 4 (the slowest plans).
 
-``--full`` times the full search alone, with no budget (the exact plan of
-every pair, ``plan_search.search_path(..., budget=math.inf)``): the fastest
-of ``--reps`` runs per pair, and the states it expands (a second, counted run);
-run it on two trees to compare two versions of the search.
+``--full`` times ``plan_redistribute(..., exact=True)`` instead, the full
+search alone with no budget (the cheapest plan of every pair), uncached: the
+fastest of ``--reps`` runs per pair, its work (the search's own count), and
+on how many pairs the default plan costs more (with ``--mixed``, on those
+pairs too); run it on two trees to compare two versions of the search.
 
 Run: ``python benchmarks/planner.py [--pairs 30] [--cap 10] [--mixed 300] [--json OUT.json]``
 (single process, no MPI).  ``--meshes "2,2;2,2,2"`` picks meshes,
@@ -141,14 +142,14 @@ def mixed_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def time_after(src: DTensorSpec, dst: DTensorSpec, reps: int) -> tuple[float, Any]:
-    """The fastest uncached ``plan_redistribute`` of ``reps``, in ms, and the plan."""
+def time_after(src: DTensorSpec, dst: DTensorSpec, reps: int, exact: bool = False) -> tuple[float, Any]:
+    """The fastest uncached ``plan_redistribute`` (``exact``: with ``exact=True``) of ``reps``, in ms, and the plan."""
     best = float("inf")
     plan = None
     for _ in range(reps):
         planner._plan_cached.cache_clear()
         start = time.perf_counter()
-        plan = dt.plan_redistribute(src, dst)
+        plan = dt.plan_redistribute(src, dst, exact=exact)
         best = min(best, time.perf_counter() - start)
     return best * 1e3, plan
 
@@ -202,42 +203,42 @@ def run_mesh(mesh_shape: tuple[int, ...], args: argparse.Namespace) -> dict[str,
     return {"mesh": list(mesh_shape), "rows": rows}
 
 
-def run_full(mesh_shape: tuple[int, ...], args: argparse.Namespace) -> str:
-    """One table row: the full search with no budget on the mesh's pairs (time and states expanded)."""
+def run_full(pairs_: list[tuple[DTensorSpec, DTensorSpec]], reps: int) -> dict[str, Any]:
+    """``plan_redistribute(..., exact=True)`` (the full search with no budget: the cheapest plan of every
+    pair) on ``pairs_``, uncached: its time, its work (the search's count: moves looked at, expansions and
+    sharper bounds) and its cost, and the default plan's cost over it."""
     from dtensor_np import plan_search
 
-    times, expanded, costs = [], [], []
-    for src, dst in pairs(mesh_shape, args.pairs, args.seed):
+    times, work, costs, over = [], [], [], []
+    for src, dst in pairs_:
+        exact_ms, plan = time_after(src, dst, reps, exact=True)
+        times.append(exact_ms)
+        cost = planner.plan_cost(plan, src)
+        costs.append(cost)
+        over.append(ratio(planner.plan_cost(dt.plan_redistribute(src, dst), src), cost))
         start, goal = plan_search.search_state(src), plan_search.search_state(dst)
-        steps = planner.plan_greedy(src, dst)
-        bound = planner.count_collectives_greedy(steps, mesh_shape)
-        best = float("inf")
-        for _ in range(args.reps):
+        mesh_shape = src.mesh.shape
+        bound = greedy = None
+        if src.shard_order == DTensorSpec(src.mesh, src.placements).shard_order and (
+                dst.shard_order == DTensorSpec(dst.mesh, dst.placements).shard_order):
+            steps = planner.plan_greedy(src, dst)
+            bound = planner.count_collectives_greedy(steps, mesh_shape)
             greedy = plan_search.greedy_path(start, goal, mesh_shape, steps)
-            begin = time.perf_counter()
-            result = plan_search.search_path(start, goal, mesh_shape, src.ndim, planner._nbytes(src),
-                                             plan_search.CostModel(), bound, greedy, budget=math.inf)
-            best = min(best, time.perf_counter() - begin)
-        times.append(best * 1e3)
-        costs.append(result.cost)
-        count = [0]
-        plain = plan_search._Problem.successors
+        work.append(plan_search.search_path(start, goal, mesh_shape, src.ndim, planner._nbytes(src),
+                                            plan_search.CostModel(), bound, greedy, budget=math.inf).work)
+    return {"times": times, "work": work, "costs": costs, "default_over_exact": over}
 
-        def counted(self: Any, *a: Any, **k: Any) -> Any:
-            count[0] += 1
-            return plain(self, *a, **k)
-        plan_search._Problem.successors = counted  # type: ignore[method-assign]
-        try:
-            plan_search.search_path(start, goal, mesh_shape, src.ndim, planner._nbytes(src), plan_search.CostModel(),
-                                    bound, plan_search.greedy_path(start, goal, mesh_shape, steps), budget=math.inf)
-        finally:
-            plan_search._Problem.successors = plain  # type: ignore[method-assign]
-        expanded.append(count[0])
-    times.sort()
-    expanded.sort()
-    p90 = min(len(times) - 1, int(0.9 * len(times)))
-    return (f"| {'x'.join(map(str, mesh_shape))} | {statistics.median(times):.2f} / {times[p90]:.2f} / {times[-1]:.2f} | "
-            f"{statistics.median(expanded):.0f} / {expanded[p90]} / {expanded[-1]} | {sum(costs):.6f} |")
+
+def full_row(name: str, full: dict[str, Any]) -> str:
+    """One row of the ``--full`` table."""
+    def spread90(values: list[float], digits: int) -> str:
+        ordered = sorted(values)
+        p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+        return " / ".join(f"{v:.{digits}f}" for v in (statistics.median(ordered), p90, ordered[-1]))
+    costlier = [x for x in full["default_over_exact"] if x > 1 + 1e-9]
+    worse = f"{len(costlier)} ({max(costlier):.3f})" if costlier else "0"
+    return (f"| {name} | {len(full['times'])} | {spread90(full['times'], 2)} | {spread90(full['work'], 0)} | {worse} | "
+            f"{sum(full['costs']):.6f} |")
 
 
 def summary(result: dict[str, Any], with_before: bool) -> str:
@@ -295,10 +296,16 @@ def main(argv: Optional[list[str]] = None) -> int:
           f"its core: {native.status()['dtensor_np._search_core']}",
           flush=True)
     if args.full:
-        print("| mesh | full search, no budget: ms median / p90 / max | states expanded median / p90 / max "
-              "| sum of plan costs |\n|---|---|---|---|")
+        print("| mesh (mesh dims of size > 1) | pairs | exact=True ms median / p90 / max | work median / p90 / max "
+              "| default plan costlier: pairs (most, times) | sum of plan costs |\n|---|---|---|---|---|---|")
         for mesh_shape in meshes:
-            print(run_full(mesh_shape, args), flush=True)
+            print(full_row("x".join(map(str, mesh_shape)), run_full(pairs(mesh_shape, args.pairs, args.seed), args.reps)),
+                  flush=True)
+        if args.mixed:
+            drawn = mixed_pairs(args.mixed, args.seed, args.mixed_live)
+            for live in sorted({sum(size > 1 for size in src.mesh.shape) for src, _ in drawn}):
+                group = [(src, dst) for src, dst in drawn if sum(size > 1 for size in src.mesh.shape) == live]
+                print(full_row(f"--mixed ({live})", run_full(group, args.reps)), flush=True)
         print(f"# load average {os.getloadavg()[0]:.2f} at the end")
         return 0
     results = []

@@ -295,8 +295,17 @@ class DTensor(NDArrayOperatorsMixin):
         return next(iter(run(self._shards).values()))
 
     # -- placement changes -----------------------------------------------------
-    def redistribute(self, placements: Sequence[Placement], *, shard_order: Optional[ShardOrder] = None) -> "DTensor":
+    def redistribute(
+        self, placements: Sequence[Placement], *, shard_order: Optional[ShardOrder] = None, exact_plan: bool = False
+    ) -> "DTensor":
         """The same array on new placements (a new DTensor; this one is unchanged).
+
+        The collectives are those of :func:`dtensor_np.plan_redistribute`'s plan
+        (``dt.plan_view`` shows it), planned within about 1 ms.  On meshes of 5
+        or more dims that plan may be an approximate one; ``exact_plan=True``
+        plans the cheapest there is, in milliseconds the first time (the plan
+        is cached): for a redistribute that runs many times.  Every rank must
+        pass the same ``exact_plan``.
 
         Example:
             >>> import numpy as np, dtensor_np as dt
@@ -310,9 +319,9 @@ class DTensor(NDArrayOperatorsMixin):
                 raise TypeError(f"placements must be a list or tuple of placements, got {placements!r}")
             placements = tuple(placements)
         try:
-            target, run = redistribution(self._spec, placements, shard_order)
+            target, run = redistribution(self._spec, placements, shard_order, exact_plan)
         except TypeError:  # unhashable arguments: the uncached call validates them (and says what is wrong)
-            target, run = redistribution.__wrapped__(self._spec, placements, shard_order)
+            target, run = redistribution.__wrapped__(self._spec, placements, shard_order, exact_plan)
         # a new handle even where nothing moves: ``y[i] = v`` rebinds y's handle, so y must not be x
         out = _new_dtensor(DTensor)
         _set_shards(out, self._shards if run is None else run(self._shards))

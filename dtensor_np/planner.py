@@ -22,8 +22,11 @@ The search never uses more collectives than the greedy plan
 (:func:`plan_greedy`, kept for comparison) and never costs more than it; it
 is the A* of :mod:`dtensor_np.plan_search` (its docstring: the algorithm, its
 complexity and budget), exact wherever it finishes within its budget (up to
-3 mesh dims of size > 1 all but rare pairs), else the best plan it found,
-improved by local rewrites (``explain`` says which).  :func:`plan_exhaustive`
+4 mesh dims of size > 1 all but rare pairs), else the best plan it found,
+improved by local rewrites (``explain`` says which).  With ``exact=True`` it
+runs with no budget and always proves its plan the cheapest, for the rare
+redistribute that runs often enough to be worth milliseconds of planning
+(module docstring of :mod:`dtensor_np.plan_search`).  :func:`plan_exhaustive`
 is the old exhaustive search, the oracle of the tests.  Plans are cached on
 the specs (pure values), never on a rank.
 
@@ -42,9 +45,12 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Optional, Sequence, Union
+
+import numpy as np
 
 from collectives import Groups, group_layout
 from collectives.ops import KINDS, OPS
@@ -189,8 +195,18 @@ class PlanTuple(tuple):
         return self
 
 
-def plan_redistribute(src_spec: DTensorSpec, dst_spec: DTensorSpec, cost_model: Optional[CostModel] = None) -> tuple[Step, ...]:
+def plan_redistribute(
+    src_spec: DTensorSpec, dst_spec: DTensorSpec, cost_model: Optional[CostModel] = None, *, exact: bool = False
+) -> tuple[Step, ...]:
     """The cheapest steps from ``src_spec`` to ``dst_spec``, never more collectives than :func:`plan_greedy`.
+
+    The search stops within about 1 ms; on meshes of 5 or more dims of size
+    > 1 its plan may then be an approximate one (``explain`` says so).  With
+    ``exact=True`` it runs to the end and the plan is the cheapest there is
+    (as cheap as the default one wherever that is proved cheapest), in at
+    most tens of milliseconds on 5 and 6 mesh dims (benchmarks/README.md),
+    growing exponentially with the mesh dims in the worst case.  Every rank
+    must ask alike (the plans differ).  Cached, each mode apart.
 
     Example:
         >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
@@ -199,13 +215,17 @@ def plan_redistribute(src_spec: DTensorSpec, dst_spec: DTensorSpec, cost_model: 
         >>> src = DTensorSpec(mesh, (Shard(0), Shard(0)), meta)
         >>> [str(s) for s in plan_redistribute(src, src.with_placements((Replicate(), Replicate())))]
         ['all_gather S(0)->R on mesh dims (0, 1)']
+        >>> plan_redistribute(src, src.with_placements((Replicate(), Replicate())), exact=True).method
+        'exact'
     """
     _validate(src_spec, dst_spec)
-    return _plan_cached(src_spec, _to_dst_meta(src_spec, dst_spec), cost_model or CostModel())
+    if not isinstance(exact, (bool, np.bool_)):
+        raise TypeError(f"plan_redistribute: exact must be True or False, got {exact!r}")
+    return _plan_cached(src_spec, _to_dst_meta(src_spec, dst_spec), cost_model or CostModel(), bool(exact))
 
 
 @lru_cache(maxsize=4096)
-def _plan_cached(src: DTensorSpec, dst: DTensorSpec, model: CostModel) -> tuple[Step, ...]:
+def _plan_cached(src: DTensorSpec, dst: DTensorSpec, model: CostModel, exact: bool = False) -> tuple[Step, ...]:
     start, goal = search_state(src), search_state(dst)
     mesh_shape = src.mesh.shape
     bound = greedy = None
@@ -213,7 +233,8 @@ def _plan_cached(src: DTensorSpec, dst: DTensorSpec, model: CostModel) -> tuple[
         steps = plan_greedy(src, dst)
         bound = count_collectives_greedy(steps, mesh_shape)
         greedy = greedy_path(start, goal, mesh_shape, steps)
-    result = search_path(start, goal, mesh_shape, src.ndim, _nbytes(src), model, bound, greedy)
+    budget = math.inf if exact else None  # no budget: the full search alone, to the end
+    result = search_path(start, goal, mesh_shape, src.ndim, _nbytes(src), model, bound, greedy, budget)
     return PlanTuple(_materialize(result.path, src, dst), result.method)
 
 

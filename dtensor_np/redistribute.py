@@ -175,8 +175,10 @@ def _step_runner(step: Step, backend: Any) -> Runner:
 
 
 @lru_cache(maxsize=4096)
-def redistributor(src: DTensorSpec, dst: DTensorSpec) -> Optional[Runner]:
+def redistributor(src: DTensorSpec, dst: DTensorSpec, exact_plan: bool = False) -> Optional[Runner]:
     """``run(shards) -> shards`` moving an array from ``src`` to ``dst`` on its mesh's backend; cached.
+
+    ``exact_plan``: by the plan proved cheapest (``plan_redistribute(..., exact=True)``).
 
     None when nothing moves (``dst`` is ``src``).  The shards are those of the
     ranks this process holds; the result is a new dict of new arrays, except
@@ -185,7 +187,7 @@ def redistributor(src: DTensorSpec, dst: DTensorSpec) -> Optional[Runner]:
     """
     if src is dst:
         return None
-    plan = plan_redistribute(src, dst)
+    plan = plan_redistribute(src, dst, exact=exact_plan)
     backend = backend_for(src.mesh)
     runs = [_step_runner(step, backend) for step in plan]
     if not runs:
@@ -212,9 +214,10 @@ def redistribute_shards(shards: Mapping[int, Any], src: DTensorSpec, dst: DTenso
 
 @lru_cache(maxsize=4096)
 def redistribution(
-    spec: DTensorSpec, placements: tuple[Placement, ...], shard_order: Optional[ShardOrder] = None
+    spec: DTensorSpec, placements: tuple[Placement, ...], shard_order: Optional[ShardOrder] = None,
+    exact_plan: bool = False,
 ) -> tuple[DTensorSpec, Optional[Runner]]:
-    """``(target, run)`` for ``DTensor.redistribute(placements, shard_order=...)`` of an array with ``spec``; cached.
+    """``(target, run)`` for ``DTensor.redistribute(placements, shard_order=..., exact_plan=...)`` of an array with ``spec``; cached.
 
     Example:
         >>> from dtensor_np import DeviceMesh, DTensorSpec, TensorMeta, Shard, Replicate
@@ -223,8 +226,10 @@ def redistribution(
         >>> str(target), redistribution(spec, (Shard(0),))[1] is None
         ('R', True)
     """
+    if not isinstance(exact_plan, (bool, np.bool_)):
+        raise TypeError(f"redistribute: exact_plan must be True or False, got {exact_plan!r}")
     target = DTensorSpec(spec.mesh, placements, spec.tensor_meta, shard_order)
-    return target, redistributor(spec, target)
+    return target, redistributor(spec, target, bool(exact_plan))
 
 
 @lru_cache(maxsize=4096)

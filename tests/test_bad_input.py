@@ -357,6 +357,13 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
                lambda: x.redistribute([Shard(0)], shard_order=(("0", (0,)),)),
                bug="expected TypeError; got a DTensor: int('0') read it as tensor dim 0")
     cat.works("a shard order of lists works", lambda: equal(x.redistribute([Shard(1)], shard_order=[[1, [0]]]).full_tensor(), a))
+    cat.raises("exact_plan that is not a bool", TypeError, r"redistribute: exact_plan must be True or False, got 'yes'",
+               lambda: x.redistribute([R], exact_plan="yes"))
+    cat.raises("exact_plan that is a list", TypeError, r"redistribute: exact_plan must be True or False, got \[True\]",
+               lambda: x.redistribute([R], exact_plan=[True]))
+    cat.works("exact_plan=True keeps the value", lambda: equal(x.redistribute([R], exact_plan=np.True_).full_tensor(), a))
+    cat.raises("plan_redistribute with exact that is not a bool", TypeError, r"plan_redistribute: exact must be True or False, got 1",
+               lambda: dt.plan_redistribute(x.spec, x.spec.with_placements((R,)), exact=1))
     # Regression: plan_redistribute("a", "b") raised AttributeError "'str' object has no attribute 'mesh'".
     cat.raises("plan_redistribute of strings", TypeError, r"plan_redistribute needs a DTensorSpec for the source, got str 'a'",
                lambda: dt.plan_redistribute("a", "b"), bug="expected TypeError naming DTensorSpec; got AttributeError")
