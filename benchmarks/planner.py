@@ -118,10 +118,7 @@ def run_mixed(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     for src, dst in mixed_pairs(args.mixed, args.seed, args.mixed_live):
         after_ms, after = time_after(src, dst, args.reps)
-        default = src.shard_order == DTensorSpec(src.mesh, src.placements).shard_order and (
-            dst.shard_order == DTensorSpec(dst.mesh, dst.placements).shard_order
-        )
-        greedy = planner.greedy_cost(src, dst) if default else None
+        greedy = planner.greedy_cost(src, dst) if planner._greedy_applies(src, dst) else None
         rows.append({
             "mesh": list(src.mesh.shape), "live": sum(size > 1 for size in src.mesh.shape), "src": str(src),
             "dst": str(dst), "after_ms": after_ms, "method": after.method,
@@ -219,8 +216,7 @@ def run_full(pairs_: list[tuple[DTensorSpec, DTensorSpec]], reps: int) -> dict[s
         start, goal = plan_search.search_state(src), plan_search.search_state(dst)
         mesh_shape = src.mesh.shape
         bound = greedy = None
-        if src.shard_order == DTensorSpec(src.mesh, src.placements).shard_order and (
-                dst.shard_order == DTensorSpec(dst.mesh, dst.placements).shard_order):
+        if planner._greedy_applies(src, dst):
             steps = planner.plan_greedy(src, dst)
             bound = planner.count_collectives_greedy(steps, mesh_shape)
             greedy = plan_search.greedy_path(start, goal, mesh_shape, steps)

@@ -50,6 +50,7 @@ from .indexing import GETITEM, IndexUpdater, getitem, iterate, update
 from .local_tensor import LocalTensor
 from .mesh import DeviceMesh
 from .placements import Partial, Placement, Replicate, placements_str
+from .planner import plan_flag
 from .propagation.elementwise import ASTYPE
 from .sharded import register_sharded_type
 from .redistribute import full_replicator, redistribute_shards, redistribution
@@ -301,11 +302,12 @@ class DTensor(NDArrayOperatorsMixin):
         """The same array on new placements (a new DTensor; this one is unchanged).
 
         The collectives are those of :func:`dtensor_np.plan_redistribute`'s plan
-        (``dt.plan_view`` shows it), planned within about 1 ms.  On meshes of 5
-        or more dims that plan may be an approximate one; ``exact_plan=True``
-        plans the cheapest there is, in milliseconds the first time (the plan
-        is cached): for a redistribute that runs many times.  Every rank must
-        pass the same ``exact_plan``.
+        (``dt.plan_view`` shows the default one), planned within about 1 ms.  On
+        meshes of 5 or more dims of size > 1 that plan may be an approximate
+        one; ``exact_plan=True`` runs the plan proved cheapest
+        (``plan_redistribute(..., exact=True)``), planned in milliseconds the
+        first time (then cached): for a redistribute that runs many times.
+        Every rank must pass the same ``exact_plan``.
 
         Example:
             >>> import numpy as np, dtensor_np as dt
@@ -318,6 +320,8 @@ class DTensor(NDArrayOperatorsMixin):
             if not isinstance(placements, (list, tuple)):
                 raise TypeError(f"placements must be a list or tuple of placements, got {placements!r}")
             placements = tuple(placements)
+        if exact_plan.__class__ is not bool:  # the cache would take 1 for True: checked first
+            exact_plan = plan_flag(exact_plan, "redistribute: exact_plan")
         try:
             target, run = redistribution(self._spec, placements, shard_order, exact_plan)
         except TypeError:  # unhashable arguments: the uncached call validates them (and says what is wrong)

@@ -181,7 +181,7 @@ guarantee: they only lower the cost, within the cap.
 On request (``plan_redistribute(..., exact=True)``, ``DTensor.redistribute(...,
 exact_plan=True)``) ``budget`` is ``math.inf``: ``FULL`` alone, run to its end,
 always ``"exact"``.  On benchmarks/planner.py's pairs of seeds 0 and 1 it takes
-at most 0.5 ms up to 5 mesh dims and 8.9 ms on 2x2x2x2x2x2 (work up to 79,184),
+at most 0.51 ms up to 5 mesh dims and 8.9 ms on 2x2x2x2x2x2 (work up to 79,184),
 and on 3,000 ``--mixed-live 5,6`` pairs 0.05 to 0.08 ms median, at most 59 ms
 (work up to 425,395); there the default plan costs more on 91 (3 %: 5 of 1,486
 pairs of 5 mesh dims, 86 of 1,514 of 6, 67 of the 91 with no greedy plan, so no

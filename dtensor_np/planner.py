@@ -197,16 +197,18 @@ class PlanTuple(tuple):
 
 def plan_redistribute(
     src_spec: DTensorSpec, dst_spec: DTensorSpec, cost_model: Optional[CostModel] = None, *, exact: bool = False
-) -> tuple[Step, ...]:
+) -> PlanTuple:
     """The cheapest steps from ``src_spec`` to ``dst_spec``, never more collectives than :func:`plan_greedy`.
 
-    The search stops within about 1 ms; on meshes of 5 or more dims of size
-    > 1 its plan may then be an approximate one (``explain`` says so).  With
+    The search stops at a budget of about 1 ms, so a plan may be an
+    approximate one (``explain`` and the plan's ``method`` say so): on
+    meshes of 5 or more dims of size > 1, and on rare pairs of fewer.  With
     ``exact=True`` it runs to the end and the plan is the cheapest there is
-    (as cheap as the default one wherever that is proved cheapest), in at
-    most tens of milliseconds on 5 and 6 mesh dims (benchmarks/README.md),
-    growing exponentially with the mesh dims in the worst case.  Every rank
-    must ask alike (the plans differ).  Cached, each mode apart.
+    (as cheap as the default one wherever that is proved cheapest); measured
+    up to 59 ms on the benchmark's pairs of 5 and 6 mesh dims
+    (benchmarks/README.md), its worst case grows exponentially with the mesh
+    dims.  Every rank must ask alike (the plans differ).  Cached, each mode
+    apart.
 
     Example:
         >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
@@ -219,9 +221,21 @@ def plan_redistribute(
         'exact'
     """
     _validate(src_spec, dst_spec)
-    if not isinstance(exact, (bool, np.bool_)):
-        raise TypeError(f"plan_redistribute: exact must be True or False, got {exact!r}")
-    return _plan_cached(src_spec, _to_dst_meta(src_spec, dst_spec), cost_model or CostModel(), bool(exact))
+    exact = plan_flag(exact, "plan_redistribute: exact")
+    return _plan_cached(src_spec, _to_dst_meta(src_spec, dst_spec), cost_model or CostModel(), exact)
+
+
+def plan_flag(value: object, what: str) -> bool:
+    """``value`` (True, False or a NumPy bool) as a bool; anything else is a ``TypeError`` naming ``what``.
+
+    Example:
+        >>> import numpy as np
+        >>> plan_flag(np.True_, "exact"), plan_flag(False, "exact")
+        (True, False)
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{what} must be True or False, got {value!r}")
 
 
 @lru_cache(maxsize=4096)

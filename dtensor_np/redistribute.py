@@ -31,7 +31,7 @@ import numpy as np
 from collectives import Array, allocator, array_module
 
 from .placements import Partial, Placement, Replicate
-from .planner import Step, collective_call, plan_redistribute
+from .planner import Step, collective_call, plan_flag, plan_redistribute
 from .runtime import backend_for
 from .spec import DTensorSpec, ShardOrder
 
@@ -226,10 +226,10 @@ def redistribution(
         >>> str(target), redistribution(spec, (Shard(0),))[1] is None
         ('R', True)
     """
-    if not isinstance(exact_plan, (bool, np.bool_)):
-        raise TypeError(f"redistribute: exact_plan must be True or False, got {exact_plan!r}")
+    exact = plan_flag(exact_plan, "redistribute: exact_plan")
     target = DTensorSpec(spec.mesh, placements, spec.tensor_meta, shard_order)
-    return target, redistributor(spec, target, bool(exact_plan))
+    # the default plan's runner under one cache key, whoever asks for it
+    return target, redistributor(spec, target, True) if exact else redistributor(spec, target)
 
 
 @lru_cache(maxsize=4096)

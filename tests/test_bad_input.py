@@ -362,6 +362,9 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
     cat.raises("exact_plan that is a list", TypeError, r"redistribute: exact_plan must be True or False, got \[True\]",
                lambda: x.redistribute([R], exact_plan=[True]))
     cat.works("exact_plan=True keeps the value", lambda: equal(x.redistribute([R], exact_plan=np.True_).full_tensor(), a))
+    # after exact_plan=True is cached, 1 (equal to True, so the same cache key) is still refused
+    cat.raises("exact_plan=1 after exact_plan=True", TypeError, r"redistribute: exact_plan must be True or False, got 1",
+               lambda: x.redistribute([R], exact_plan=1))
     cat.raises("plan_redistribute with exact that is not a bool", TypeError, r"plan_redistribute: exact must be True or False, got 1",
                lambda: dt.plan_redistribute(x.spec, x.spec.with_placements((R,)), exact=1))
     # Regression: plan_redistribute("a", "b") raised AttributeError "'str' object has no attribute 'mesh'".
