@@ -204,8 +204,6 @@ def run_full(pairs_: list[tuple[DTensorSpec, DTensorSpec]], reps: int) -> dict[s
     """``plan_redistribute(..., exact=True)`` (the full search with no budget: the cheapest plan of every
     pair) on ``pairs_``, uncached: its time, its work (the search's count: moves looked at, expansions and
     sharper bounds) and its cost, and the default plan's cost over it."""
-    from dtensor_np import plan_search
-
     times, work, costs, over = [], [], [], []
     for src, dst in pairs_:
         exact_ms, plan = time_after(src, dst, reps, exact=True)
@@ -213,15 +211,7 @@ def run_full(pairs_: list[tuple[DTensorSpec, DTensorSpec]], reps: int) -> dict[s
         cost = planner.plan_cost(plan, src)
         costs.append(cost)
         over.append(ratio(planner.plan_cost(dt.plan_redistribute(src, dst), src), cost))
-        start, goal = plan_search.search_state(src), plan_search.search_state(dst)
-        mesh_shape = src.mesh.shape
-        bound = greedy = None
-        if planner._greedy_applies(src, dst):
-            steps = planner.plan_greedy(src, dst)
-            bound = planner.count_collectives_greedy(steps, mesh_shape)
-            greedy = plan_search.greedy_path(start, goal, mesh_shape, steps)
-        work.append(plan_search.search_path(start, goal, mesh_shape, src.ndim, planner._nbytes(src),
-                                            plan_search.CostModel(), bound, greedy, budget=math.inf).work)
+        work.append(planner.search_result(src, dst, budget=math.inf).work)
     return {"times": times, "work": work, "costs": costs, "default_over_exact": over}
 
 

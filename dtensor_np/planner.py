@@ -63,6 +63,7 @@ from .plan_search import (
     exhaustive_path,
     freeze_order,
     greedy_path,
+    SearchResult,
     path_cost,
     search_path,
     search_state,
@@ -73,6 +74,8 @@ from .spec import DTensorSpec, ShardOrder, default_shard_order
 __all__ = [
     "Step",
     "plan_redistribute",
+    "plan_flag",
+    "search_result",
     "plan_greedy",
     "plan_exhaustive",
     "plan_cost",
@@ -239,7 +242,25 @@ def plan_flag(value: object, what: str) -> bool:
 
 
 @lru_cache(maxsize=4096)
-def _plan_cached(src: DTensorSpec, dst: DTensorSpec, model: CostModel, exact: bool = False) -> tuple[Step, ...]:
+def _plan_cached(src: DTensorSpec, dst: DTensorSpec, model: CostModel, exact: bool) -> tuple[Step, ...]:
+    result = search_result(src, dst, model, math.inf if exact else None)  # inf: the full search alone, to the end
+    return PlanTuple(_materialize(result.path, src, dst), result.method)
+
+
+def search_result(
+    src: DTensorSpec, dst: DTensorSpec, model: Optional[CostModel] = None, budget: Optional[float] = None
+) -> SearchResult:
+    """The search behind :func:`plan_redistribute`, uncached, on a pair with its target's tensor_meta: its path
+    (search moves), cost, method and work.  The greedy plan is the first incumbent and its collectives the cap,
+    where it applies (default shard orders); ``budget`` as :func:`~dtensor_np.plan_search.search_path` takes it.
+
+    Example:
+        >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
+        >>> src = DTensorSpec(DeviceMesh((2, 2)), (Shard(0), Shard(0)), TensorMeta((8, 8), "f4"))
+        >>> result = search_result(src, src.with_placements((Replicate(), Replicate())))
+        >>> result.method, result.work > 0
+        ('exact', True)
+    """
     start, goal = search_state(src), search_state(dst)
     mesh_shape = src.mesh.shape
     bound = greedy = None
@@ -247,9 +268,7 @@ def _plan_cached(src: DTensorSpec, dst: DTensorSpec, model: CostModel, exact: bo
         steps = plan_greedy(src, dst)
         bound = count_collectives_greedy(steps, mesh_shape)
         greedy = greedy_path(start, goal, mesh_shape, steps)
-    budget = math.inf if exact else None  # no budget: the full search alone, to the end
-    result = search_path(start, goal, mesh_shape, src.ndim, _nbytes(src), model, bound, greedy, budget)
-    return PlanTuple(_materialize(result.path, src, dst), result.method)
+    return search_path(start, goal, mesh_shape, src.ndim, _nbytes(src), model or CostModel(), bound, greedy, budget)
 
 
 def plan_exhaustive(

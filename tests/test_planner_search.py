@@ -87,7 +87,7 @@ def test_the_search_is_exact_up_to_three_mesh_dims(pair):
     oracle = plan_exhaustive(src, dst)
     if plan.method != "exact":  # only where no greedy plan caps the collectives (no such pair reaches 210 units)
         assert not greedy_applies(src, dst)
-        assert search_result(src, dst).work >= plan_search.UNCAPPED_BUDGET
+        assert planner.search_result(src, dst).work >= plan_search.UNCAPPED_BUDGET
         assert plan_cost(plan, src) >= plan_cost(oracle, src) * (1 - 1e-9)
         event("out of budget")
         return
@@ -104,8 +104,8 @@ def test_the_search_is_exact_on_four_mesh_dims(pair):
     src, dst = pair
     plan = dt.plan_redistribute(src, dst)
     check_plan(src, dst, plan)
-    result = search_result(src, dst)
-    exact = search_result(src, dst, budget=math.inf)
+    result = planner.search_result(src, dst)
+    exact = planner.search_result(src, dst, budget=math.inf)
     assert exact.method == "exact"
     if result.method != "exact":
         budget = plan_search.EXACT_BUDGET if greedy_applies(src, dst) else plan_search.UNCAPPED_BUDGET
@@ -139,17 +139,6 @@ def seventh_budgets(monkeypatch):
         monkeypatch.setattr(plan_search, name, value)
     yield
     fresh_plans()
-
-
-def search_result(src, dst, **kwargs):
-    """plan_search.search_path on a pair, as plan_redistribute calls it (the greedy plan and cap where there is one)."""
-    start, goal = plan_search.search_state(src), plan_search.search_state(dst)
-    bound = greedy = None
-    if greedy_applies(src, dst):
-        bound = greedy_collectives(src, dst)
-        greedy = plan_search.greedy_path(start, goal, src.mesh.shape, plan_greedy(src, dst))
-    return plan_search.search_path(start, goal, src.mesh.shape, src.ndim, planner._nbytes(src), plan_search.CostModel(),
-                                   bound, greedy, **kwargs)
 
 
 @settings(max_examples=80, deadline=None)
@@ -595,7 +584,7 @@ def test_the_worst_six_dim_benchmark_pair_of_the_fourth_version_reaches_the_opti
     meta = TensorMeta((64, 64, 64), "float32")
     src = DTensorSpec(mesh, (Shard(0), Shard(0), Shard(1), Shard(2), Shard(1), Partial()), meta)
     dst = src.with_placements((Shard(1), R, Shard(0), Shard(0), Shard(1), Shard(2)))
-    exact = search_result(src, dst, budget=math.inf)
+    exact = planner.search_result(src, dst, budget=math.inf)
     fresh_plans()
     plan = dt.plan_redistribute(src, dst)
     check_plan(src, dst, plan)
@@ -614,7 +603,7 @@ def test_a_zero_dim_array_plans_on_five_mesh_dims():
     planner._plan_cached.cache_clear()
     plan = dt.plan_redistribute(src, dst)
     check_plan(src, dst, plan)
-    result = search_result(src, dst, budget=0)
+    result = planner.search_result(src, dst, budget=0)
     assert result.method in ("greedy", "approximate")
     full = np.asarray(np.float32(3.5))
     x = dt.distribute_tensor(full, mesh, [R] * 5).redistribute(list(src.placements))
@@ -632,7 +621,7 @@ def test_the_rewrites_reach_the_optimum_where_the_search_alone_does_not(seventh_
                                                                         src_placements, dst_placements, alone):
     src = DTensorSpec(DeviceMesh(mesh_shape), src_placements, TensorMeta((64, 64, 64), "float64"))
     dst = src.with_placements(dst_placements)
-    exact = search_result(src, dst, budget=math.inf).cost  # the full search with no budget: the optimum
+    exact = planner.search_result(src, dst, budget=math.inf).cost  # the full search with no budget: the optimum
     fresh_plans()
     plan = dt.plan_redistribute(src, dst)
     check_plan(src, dst, plan)
@@ -642,7 +631,7 @@ def test_the_rewrites_reach_the_optimum_where_the_search_alone_does_not(seventh_
     np.testing.assert_allclose(x.redistribute(placements=dst.placements).full_tensor(), full, rtol=1e-12)
     fresh_plans()
     monkeypatch.setattr(plan_search, "REWRITE_MOVES", 0)  # merge_gathers alone
-    assert search_result(src, dst).cost > exact * alone
+    assert planner.search_result(src, dst).cost > exact * alone
     fresh_plans()
 
 
@@ -653,7 +642,7 @@ def test_the_rewrites_of_a_superseded_probe_path_reach_the_optimum(seventh_budge
     src = DTensorSpec(DeviceMesh((2,) * 6), (Shard(1), Shard(2), Partial(), Shard(0), Partial(), Partial()),
                       TensorMeta((64, 64, 64), "float32"))
     dst = src.with_placements((Shard(0), Shard(0), Shard(2), R, Shard(0), Shard(2)))
-    exact = search_result(src, dst, budget=math.inf).cost
+    exact = planner.search_result(src, dst, budget=math.inf).cost
     fresh_plans()
     plan = dt.plan_redistribute(src, dst)
     check_plan(src, dst, plan)
@@ -663,7 +652,7 @@ def test_the_rewrites_of_a_superseded_probe_path_reach_the_optimum(seventh_budge
     np.testing.assert_allclose(x.redistribute(placements=dst.placements).full_tensor(), full, rtol=1e-5)
     fresh_plans()
     monkeypatch.setattr(plan_search, "IMPROVE_SUPERSEDED", 0)
-    assert search_result(src, dst).cost > exact * 1.3
+    assert planner.search_result(src, dst).cost > exact * 1.3
     fresh_plans()
 
 
@@ -675,12 +664,12 @@ def test_a_four_dim_pair_that_probes_and_rewrites_planned_above_the_optimum_is_e
     src = DTensorSpec(DeviceMesh((2, 2, 2, 2)), (Partial(), Partial(), Shard(1), Shard(1)),
                       TensorMeta((64, 64, 64), "float64"))
     dst = src.with_placements((Shard(1), Shard(1), Shard(1), Shard(2)))
-    exact = search_result(src, dst, budget=math.inf).cost
+    exact = planner.search_result(src, dst, budget=math.inf).cost
     fresh_plans()
     plan = dt.plan_redistribute(src, dst)
     check_plan(src, dst, plan)
     assert plan.method == "exact" and same_cost(plan_cost(plan, src), exact)
-    assert search_result(src, dst).work <= plan_search.EXACT_BUDGET
+    assert planner.search_result(src, dst).work <= plan_search.EXACT_BUDGET
 
 
 def test_where_the_full_search_alone_stops_at_its_budget_the_probes_rescue_the_plan(seventh_budgets, monkeypatch):
@@ -694,14 +683,14 @@ def test_where_the_full_search_alone_stops_at_its_budget_the_probes_rescue_the_p
     src = DTensorSpec(mesh, (R, Shard(1), Shard(1), Shard(1)), meta, ((1, (1, 2, 3)),))
     dst = DTensorSpec(mesh, (Shard(1), Shard(1), Shard(1), Shard(0)), meta, ((0, (3,)), (1, (2, 1, 0))))
     assert not greedy_applies(src, dst)
-    result = search_result(src, dst)
+    result = planner.search_result(src, dst)
     assert result.method == "approximate" and result.work >= plan_search.UNCAPPED_BUDGET
     start, goal = plan_search.search_state(src), plan_search.search_state(dst)
     assert is_graph_path(result.path, start, goal, mesh.shape, src.ndim)
-    exact = search_result(src, dst, budget=math.inf)
+    exact = planner.search_result(src, dst, budget=math.inf)
     assert exact.method == "exact" and same_cost(result.cost, exact.cost)
     monkeypatch.setattr(plan_search, "RESCUE_BUDGET", 0)
-    assert search_result(src, dst).cost > 1.5 * exact.cost
+    assert planner.search_result(src, dst).cost > 1.5 * exact.cost
     monkeypatch.undo()
     fresh_plans()
     full = full_array(src.shape, "float32", 9)

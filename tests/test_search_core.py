@@ -66,14 +66,8 @@ def searched(make, run, monkeypatch):
 
 def search(src, dst):
     """plan_search.search_path as the planner calls it: (path, cost, method, work) or the error."""
-    start, goal = plan_search.search_state(src), plan_search.search_state(dst)
-    bound = greedy = None
-    if planner._greedy_applies(src, dst):
-        bound = planner.greedy_collectives(src, dst)
-        greedy = plan_search.greedy_path(start, goal, src.mesh.shape, planner.plan_greedy(src, dst))
     try:
-        result = plan_search.search_path(start, goal, src.mesh.shape, src.ndim, planner._nbytes(src), dt.CostModel(),
-                                         bound, greedy)
+        result = planner.search_result(src, dst)
     except ValueError as error:
         return str(error)
     return result.path, result.cost, result.method, result.work
