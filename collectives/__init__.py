@@ -27,11 +27,13 @@ array), ``Shapes`` (rank -> shape), ``Sizes`` (rank -> sizes along an axis),
 """
 from .arguments import GroupLayout, group_layout
 from .backend import Backend, Prepared
+from .caches import BoundedCache, cache_info, clear_caches, memo, register_cache
 from .chunks import chunk_size_and_offset, chunk_sizes, offsets
 from .counting import KINDS, CommCounter, comm_counter
 from .device import array_module, cuda_aware_mpi, is_device_array, on_device_of, ufunc_at
 from .errors import CollectiveError
 from .handles import Handle
+from .keys import frozen, static_key
 from .launch import launched_by_mpiexec, mpi_world_size
 from .mpi import MpiBackend
 from .recycling import allocator, release_buffers
@@ -45,6 +47,7 @@ __all__ = [
     "REDUCE_OPS",
     "Array",
     "Backend",
+    "BoundedCache",
     "CollectiveError",
     "CommCounter",
     "GroupLayout",
@@ -60,20 +63,26 @@ __all__ = [
     "SpmdError",
     "Sizes",
     "allocator",
+    "cache_info",
     "array_module",
     "chunk_size_and_offset",
     "check_spmd",
     "checking_spmd",
     "chunk_sizes",
+    "clear_caches",
     "comm_counter",
     "cuda_aware_mpi",
+    "frozen",
     "get_backend",
     "group_layout",
     "is_device_array",
     "launched_by_mpiexec",
+    "memo",
     "mpi_world_size",
     "offsets",
     "on_device_of",
+    "register_cache",
     "release_buffers",
+    "static_key",
     "ufunc_at",
 ]

@@ -6,12 +6,12 @@ backends and every op in :mod:`collectives.ops` validate through it.
 """
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .caches import memo
 from .errors import CollectiveError
 from .types import Groups
 
@@ -76,7 +76,7 @@ def _as_tuples(groups: Any) -> Groups:
         ) from None
 
 
-@functools.lru_cache(maxsize=512)
+@memo(maxsize=512, name="collectives.group_layouts")
 def _cached_layout(groups: Groups, world_size: int) -> GroupLayout:
     if not isinstance(groups, tuple) or not all(isinstance(g, tuple) for g in groups):
         groups = _as_tuples(groups)

@@ -22,7 +22,6 @@ Example:
 """
 from __future__ import annotations
 
-import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
@@ -30,10 +29,12 @@ from typing import Any, Optional
 import numpy as np
 
 from .errors import CollectiveError
+from .caches import memo
 from .handles import Handle
+from .keys import frozen
 from .types import Array, Groups, ReduceOp, Shapes, Shards, Sizes
 
-__all__ = ["MAX_DESCRIPTOR_LENGTH", "Backend", "Prepared", "frozen"]
+__all__ = ["MAX_DESCRIPTOR_LENGTH", "Backend", "Prepared"]
 
 MAX_DESCRIPTOR_LENGTH = 16
 """The most ints ``gather_descriptors`` accepts per rank."""
@@ -76,20 +77,6 @@ class Prepared:
                 f"mpi_call={self.mpi_call})")
 
 
-def frozen(value: Any) -> Any:
-    """A hashable stand-in for a call argument (mappings and sequences become tuples).
-
-    Example:
-        >>> frozen({"in_sizes": {1: 2, 0: 3}, "axis": 0})
-        (('axis', 0), ('in_sizes', ((0, 3), (1, 2))))
-    """
-    if isinstance(value, Mapping):
-        return tuple(sorted((k, frozen(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
-        return tuple(frozen(v) for v in value)
-    return value
-
-
 class _CallKey:
     """A prepare call's arguments, hashed and compared by their frozen form (the originals kept for the call)."""
 
@@ -108,7 +95,7 @@ class _CallKey:
         return isinstance(other, _CallKey) and self.frozen == other.frozen
 
 
-@functools.lru_cache(maxsize=2048)
+@memo(maxsize=2048, name="collectives.prepared_calls")
 def _prepare_cached(backend: Backend, kind: str, dtype: np.dtype, key: _CallKey) -> Prepared:
     return backend._prepare(kind, key.groups, dict(key.shapes), dtype, key.arguments)
 

@@ -16,13 +16,14 @@ Example:
 """
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
+
+from .caches import memo
 
 __all__ = ["chunk_size_and_offset", "chunk_sizes", "offsets"]
 
 
-@functools.lru_cache(maxsize=4096)
+@memo(maxsize=4096, name="collectives.chunk_sizes")
 def chunk_sizes(length: int, pieces: int) -> tuple[int, ...]:
     """The lengths of the ``pieces`` chunks of ``length`` elements.
 

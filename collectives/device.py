@@ -8,7 +8,6 @@ an array can only be a CuPy array if CuPy has already been imported.
 from __future__ import annotations
 
 import ctypes
-import functools
 import importlib
 import os
 import sys
@@ -18,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .caches import memo
 from .types import Array
 
 __all__ = [
@@ -176,7 +176,7 @@ def detect_cuda_aware_mpi(
         return False
 
 
-@functools.cache
+@memo(maxsize=None, name="collectives.cuda_aware_mpi", persistent=True)
 def cuda_aware_mpi() -> bool:
     """Whether CuPy buffers may be handed straight to MPI (decided once per process).
 

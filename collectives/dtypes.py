@@ -10,11 +10,12 @@ so MPI can never cut an element in two (e.g. when it splits a reduction).
 """
 from __future__ import annotations
 
-import functools
 import zlib
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from .caches import memo
 
 if TYPE_CHECKING:
     from mpi4py import MPI
@@ -68,7 +69,7 @@ _SPELLED = 1 << 62
 _SPELLED_BYTES = 7
 
 
-@functools.lru_cache(maxsize=None)
+@memo(maxsize=None, name="collectives.dtype_codes")
 def dtype_code(dtype: np.dtype) -> int:
     """A small int naming ``dtype``, equal on every process (sent in check descriptors).
 
@@ -108,7 +109,7 @@ def has_predefined_mpi_type(dtype: np.dtype) -> bool:
     return dtype.kind in "biu" or dtype.char in "fdgFDG"
 
 
-@functools.lru_cache(maxsize=None)
+@memo(maxsize=None, name="collectives.mpi_datatypes", persistent=True)
 def movement_datatype(dtype: np.dtype) -> MPI.Datatype:
     """The MPI datatype that moves elements of ``dtype`` (predefined, or cached and committed)."""
     if has_predefined_mpi_type(dtype):
@@ -121,7 +122,7 @@ def movement_datatype(dtype: np.dtype) -> MPI.Datatype:
     return bytes_datatype(dtype.itemsize)
 
 
-@functools.lru_cache(maxsize=None)
+@memo(maxsize=None, name="collectives.mpi_byte_datatypes", persistent=True)
 def bytes_datatype(itemsize: int) -> MPI.Datatype:
     """A committed contiguous datatype of ``itemsize`` bytes (one opaque element)."""
     from mpi4py import MPI
@@ -129,7 +130,7 @@ def bytes_datatype(itemsize: int) -> MPI.Datatype:
     return MPI.BYTE.Create_contiguous(itemsize).Commit()
 
 
-@functools.lru_cache(maxsize=1024)
+@memo(maxsize=1024, name="collectives.mpi_block_datatypes", persistent=True)
 def block_datatype(dtype: np.dtype, shape: tuple[int, ...], block: tuple[int, ...],
                    offset: tuple[int, ...]) -> MPI.Datatype:
     """A committed datatype that picks the block of ``block`` shape at ``offset`` out of a C array of ``shape``.

@@ -52,7 +52,8 @@ import zlib
 from .abort import install_abort_on_error
 from .agreement import DESCRIPTOR_LENGTH, MemberInfo, call_fingerprint, decode, encode, status_of, verify
 from .arguments import describe_keys, group_layout
-from .backend import MAX_DESCRIPTOR_LENGTH, Backend, Prepared, frozen
+from .backend import MAX_DESCRIPTOR_LENGTH, Backend, Prepared
+from .keys import frozen
 from .device import is_device_array, stage_for_mpi
 from .dtypes import dtype_code, validate_dtype
 from .errors import CollectiveError

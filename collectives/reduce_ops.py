@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .caches import memo
 from .device import array_module
 from .dtypes import bytes_datatype, has_predefined_mpi_type, movement_datatype
 from .errors import CollectiveError
@@ -59,7 +60,7 @@ def validate_reduction(dtype: np.dtype, op: str, kind: str) -> None:
         raise TypeError(f"{kind}: {problem}")
 
 
-@functools.lru_cache(maxsize=None)
+@memo(maxsize=None, name="collectives.reduction_problems")
 def _reduction_problem(dtype: np.dtype, op: str) -> str:
     if op == "avg" and dtype.kind in "biu":
         return f"op 'avg' needs a floating or complex dtype, got {dtype}"
@@ -110,7 +111,7 @@ def finisher(op: str, group_size: int) -> Optional[Callable[[Array], Array]]:
     return functools.partial(divide_by_group_size, group_size=group_size)
 
 
-@functools.lru_cache(maxsize=None)
+@memo(maxsize=None, name="collectives.mpi_reductions", persistent=True)
 def mpi_reduction(dtype: np.dtype, op: str) -> tuple[MPI.Datatype, MPI.Op, bool]:
     """``(datatype, mpi_op, runs_numpy)`` reducing ``dtype`` with ``op`` like NumPy.
 
@@ -129,7 +130,7 @@ def mpi_reduction(dtype: np.dtype, op: str) -> tuple[MPI.Datatype, MPI.Op, bool]
     return bytes_datatype(dtype.itemsize), _numpy_user_op(dtype, _UFUNC_NAMES[op]), True
 
 
-@functools.lru_cache(maxsize=None)
+@memo(maxsize=None, name="collectives.mpi_user_ops", persistent=True)
 def _numpy_user_op(dtype: np.dtype, ufunc_name: str) -> MPI.Op:
     """A commutative ``MPI.Op`` applying ``numpy.<ufunc_name>`` to ``dtype`` elements."""
     from mpi4py import MPI

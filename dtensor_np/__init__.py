@@ -30,7 +30,7 @@ for _name in native.COMPILED:
     native.load(_name)
 del _name
 
-from collectives import CommCounter, SpmdError, check_spmd, comm_counter
+from collectives import CommCounter, SpmdError, cache_info, check_spmd, clear_caches, comm_counter
 
 from .dispatch import fallback_counts, replicate_fallback
 from .devices import Sharding
@@ -75,6 +75,8 @@ __all__ = [
     "explain",
     "replicate_fallback",
     "fallback_counts",
+    "clear_caches",
+    "cache_info",
     "comm_counter",
     "CommCounter",
     "check_spmd",

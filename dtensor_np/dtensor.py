@@ -40,13 +40,15 @@ import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from collectives.dtypes import dtype_code, dtype_name
+from collectives.keys import FLOAT_TYPES, PLAIN_TYPES
 
 from .arrays import array_library, check_array
 from .devices import Sharding
-from .dispatch import FAST_PATH, call_key, dispatch, dispatch_ufunc, register_fast_type, run_rule, static_key
+from .dispatch import dispatch, dispatch_ufunc, run_rule
 from .errors import ShardingError
+from .fast_path import FAST_PATH, call_key, register_fast_type
 from .from_local import build_from_local
-from .indexing import GETITEM, IndexUpdater, getitem, iterate, update
+from .indexing import GETITEM, UPDATE, IndexUpdater, getitem, iterate, update
 from .local_tensor import LocalTensor
 from .mesh import DeviceMesh
 from .placements import Partial, Placement, Replicate, placements_str
@@ -136,27 +138,21 @@ class DTensor(NDArrayOperatorsMixin):
     # -- indexing (see dtensor_np.indexing): copies, and updates that rebind --------------
     def __getitem__(self, index: Any) -> "DTensor":
         """``x[index]`` for every NumPy index, sharded dims included: a new DTensor (see the aliasing policy)."""
-        item = static_key(index)
-        if item is None:
-            return getitem(self, index)
-        key = (GETITEM, self._spec, item)
-        entry = _fast_get(key)
-        if entry is not None:
-            return entry((self,))
+        key = call_key(GETITEM, (self, index))
+        if key is not None:
+            entry = _fast_get(key)
+            if entry is not None:
+                return entry((self, index))
         return getitem(self, index, key)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         """``x[index] = value`` rebinds this handle to ``x.at[index].set(value)``; no other array changes."""
-        item = static_key(index)
-        scalar = static_key(value) if item is not None else None
-        if scalar is None:
-            self._rebind(update(self, index, value, "set"))
-            return
-        key = ("set", self._spec, item, scalar)
-        entry = _fast_get(key)
-        new = entry(self, value) if entry is not None else update(self, index, value, "set", key)
-        object.__setattr__(self, "_shards", new._shards)
-        object.__setattr__(self, "_spec", new._spec)
+        args = (self, index, value, "set")
+        key = call_key(UPDATE, args)
+        entry = _fast_get(key) if key is not None else None
+        new = entry(args) if entry is not None else update(self, index, value, "set", key)
+        _set_shards(self, new._shards)
+        _set_spec(self, new._spec)
 
     def __iter__(self) -> Any:
         """The rows along the first dim, each one ``x[i]``."""
@@ -392,10 +388,12 @@ class DTensor(NDArrayOperatorsMixin):
     # -- array methods (each is the NumPy function of the same name) -----------
     @property
     def T(self) -> "DTensor":
-        entry = _fast_get((np.transpose, self._spec))  # call_key(np.transpose, (self,))
+        args = (self,)
+        key = call_key(np.transpose, args)
+        entry = _fast_get(key)
         if entry is not None:
-            return entry((self,))
-        return np.transpose(self)
+            return entry(args)
+        return dispatch(np.transpose, args, {}, key)
 
     def transpose(self, *axes: Any) -> "DTensor":
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
@@ -452,28 +450,29 @@ class DTensor(NDArrayOperatorsMixin):
 
 register_sharded_type(DTensor)
 _fast_get = FAST_PATH.get
+_SCALAR_OPERANDS = PLAIN_TYPES | FLOAT_TYPES | {complex, np.complex64, np.complex128}
 
 
 def _fast_operator(name: str, ufunc: Any, reflected: bool) -> Any:
-    """``DTensor.__add__`` and co: a repeated call with a DTensor or a plain int/float is one FAST_PATH lookup.
+    """``DTensor.__add__`` and co: a repeated call with a DTensor or a Python/NumPy scalar is one lookup.
 
-    Anything else (and a first call) goes through ``NDArrayOperatorsMixin``'s
-    operator, which calls the ufunc (so ``__array_ufunc__``), as before.
+    A first such call goes straight to the ufunc's dispatch with the key it
+    built (one key, one probe); any other operand (an array, an object that
+    defers with ``__array_ufunc__ = None``) goes through
+    ``NDArrayOperatorsMixin``'s operator, which calls the ufunc (so
+    ``__array_ufunc__``), as NumPy's operators do.
     """
     slow = getattr(NDArrayOperatorsMixin, name)
 
     def operator_(self: "DTensor", other: Any) -> Any:
-        c = other.__class__
-        if c is DTensor:
-            key = (ufunc, other._spec, self._spec) if reflected else (ufunc, self._spec, other._spec)
-        elif (c is float and other == other and other != 0) or c is int:
-            key = (ufunc, c, other, self._spec) if reflected else (ufunc, self._spec, c, other)
-        else:
-            return slow(self, other)
+        if other.__class__ is not DTensor and other.__class__ not in _SCALAR_OPERANDS:
+            return slow(self, other)  # NumPy's rules: an operand may defer (__array_ufunc__ = None) or be an array
+        args = (other, self) if reflected else (self, other)
+        key = call_key(ufunc, args)
         entry = _fast_get(key)
-        if entry is None:
-            return slow(self, other)
-        return entry((other, self) if reflected else (self, other))
+        if entry is not None:
+            return entry(args)
+        return dispatch_ufunc(ufunc, "__call__", args, {}, key)
 
     operator_.__name__ = operator_.__qualname__ = name
     operator_.__doc__ = slow.__doc__

@@ -2,8 +2,10 @@
 
 Reading (``x[index]``) goes through the ``operator.getitem`` rule (see
 :mod:`dtensor_np.propagation.indexing` for the collectives each kind of index
-issues).  Results are new arrays on every rank, never views of ``x``'s
-shards.  Before the rule this module handles what only exists eagerly:
+issues), updates through the ``operator.setitem`` rule
+(:mod:`dtensor_np.propagation.updates`), like every other operation.  Results
+are new arrays on every rank, never views of ``x``'s shards.  Before the rules
+this module handles what only exists eagerly:
 
 * NumPy index arrays and lists join the call as replicated arguments (no
   communication); a NumPy boolean mask is its ``nonzero()`` arrays.
@@ -55,35 +57,21 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
-from collectives import array_module, on_device_of, ufunc_at
+from collectives import array_module
 
 from .arrays import check_array
-from .dispatch import fast_builder, hit_counter, remember, run_rule
+from .dispatch import run_rule
 from .errors import ShardingError
-from .placements import Placement, Replicate, Shard
-from .propagation.common import partial_free
-from .propagation.index_plan import (
-    ArrayArg,
-    IndexPlan,
-    MaskArg,
-    basic_spec,
-    block_part,
-    index_items,
-    list_index,
-    plan_index,
-    read_index,
-)
-from .propagation.indexing import GETITEM, index_arrays
+from .placements import Replicate, Shard
+from .propagation.index_plan import ArrayArg, MaskArg, index_items, list_index, plan_index, read_index
+from .propagation.indexing import GETITEM
 from .propagation.row_moves import move_ranges
-from .redistribute import redistribute_shards
+from .propagation.updates import UPDATE, UPDATES, fit_value_shape, lined_mask_spec
 from .runtime import backend_for
 from .sharded import is_sharded
 from .spec import DTensorSpec, TensorMeta
 
-__all__ = ["getitem", "iterate", "IndexUpdater", "IndexUpdate", "update", "UPDATES", "GETITEM"]
-
-UPDATES = {"set": None, "add": np.add, "multiply": np.multiply, "min": np.minimum, "max": np.maximum}
-"""The functional updates and the ufunc whose ``.at`` each one is (``set`` assigns)."""
+__all__ = ["getitem", "iterate", "IndexUpdater", "IndexUpdate", "update", "UPDATES", "GETITEM", "UPDATE"]
 
 
 # -- the index as this process sees it ----------------------------------------------------------------
@@ -135,15 +123,6 @@ def _gather_masks(x: Any, items: list[Any]) -> list[Any]:
     return [item.full_tensor() if is_sharded(item) and item.dtype.kind == "b" else item for item in items]
 
 
-def _mask_spec(x_spec: DTensorSpec, mask: Any, a: int) -> DTensorSpec:
-    """The spec the mask needs to line up with ``x``'s blocks: ``x``'s mesh dims of dims ``a..`` shard its dims."""
-    k = mask.ndim
-    placements: list[Placement] = [Shard(p.dim - a) if isinstance(p, Shard) and a <= p.dim < a + k else Replicate()
-                                   for p in x_spec.placements]
-    order = tuple((d - a, ms) for d, ms in x_spec.shard_order if a <= d < a + k)  # type: ignore[union-attr]
-    return DTensorSpec(x_spec.mesh, tuple(placements), mask.spec.tensor_meta, order)
-
-
 # -- reading ----------------------------------------------------------------------------------------
 def getitem(x: Any, index: Any, fast_key: Optional[tuple] = None) -> Any:
     """``x[index]`` (see the module docstring); ``fast_key``: keep the call on the dispatch fast path under it."""
@@ -156,6 +135,12 @@ def getitem(x: Any, index: Any, fast_key: Optional[tuple] = None) -> Any:
         return _mask_getitem(x, items[masks[0]], a)
     items = _gather_masks(x, items)
     plan_index(x.shape, _stand_ins(items))  # the rest of NumPy's errors (index values included)
+    return run_rule(GETITEM, (x, _arrays_replicated(x, items)), {}, fast_key)
+
+
+def _arrays_replicated(x: Any, items: list[Any]) -> tuple[Any, ...]:
+    """The index with its NumPy arrays and lists as replicated DTensors (no communication), a NumPy boolean mask
+    as its ``nonzero()`` arrays."""
     ready: list[Any] = []
     for item in items:
         if isinstance(item, (list, tuple)):
@@ -165,14 +150,14 @@ def getitem(x: Any, index: Any, fast_key: Optional[tuple] = None) -> Any:
             ready += [_replicated(x, a) for a in arrays]
         else:
             ready.append(item)
-    return run_rule(GETITEM, (x, tuple(ready)), {}, fast_key)
+    return tuple(ready)
 
 
 def _mask_getitem(x: Any, mask: Any, a: int) -> Any:
     """``x[..., mask, ...]`` with the mask lined up with ``x``'s blocks (see the module docstring)."""
     k = mask.ndim
     spec = x.spec  # a Partial passes through: selection is linear
-    lined = _mask_spec(spec, mask, a)
+    lined = lined_mask_spec(spec, mask.spec, a)
     mask = mask.redistribute(lined.placements, shard_order=lined.shard_order)
     lead = (slice(None),) * a
     picked = {r: array_module(s).ascontiguousarray(s[lead + (mask.shards[r],)]) for r, s in x.shards.items()}
@@ -275,25 +260,9 @@ class IndexUpdate:
         return update(self._x, self._index, value, "max")
 
 
-def _value_shape_error(value_shape: tuple[int, ...], target: tuple[int, ...], advanced: bool) -> ValueError:
-    if advanced:
-        return ValueError(f"shape mismatch: value array of shape {value_shape} could not be broadcast to indexing "
-                          f"result of shape {target}")
-    return ValueError(f"could not broadcast input array from shape {value_shape} into shape {target}")
-
-
-def _fit_value_shape(value_shape: tuple[int, ...], target: tuple[int, ...], advanced: bool) -> tuple[int, ...]:
-    """``value_shape`` without the leading 1s NumPy drops in an assignment; ValueError unless it broadcasts to ``target``."""
-    shape = tuple(value_shape)
-    while len(shape) > len(target) and shape[0] == 1:
-        shape = shape[1:]
-    if len(shape) > len(target) or any(v not in (1, t) for v, t in zip(shape[::-1], target[::-1])):
-        raise _value_shape_error(tuple(value_shape), target, advanced)
-    return shape
-
-
 def _check_value(x: Any, value: Any, op: str) -> Any:
-    """The value as this module uses it (a Python scalar, or an array), after NumPy's own casting checks on every rank."""
+    """The value as the update rule takes it (a Python or NumPy scalar, a NumPy array or a DTensor), after NumPy's own
+    casting checks, on every rank before anything moves."""
     scalar = isinstance(value, (bool, int, float, complex, np.generic))
     if not scalar and not is_sharded(value):
         value = check_array(value, "value")
@@ -320,10 +289,14 @@ def _check_value(x: Any, value: Any, op: str) -> Any:
 def update(x: Any, index: Any, value: Any, op: str, fast_key: Optional[tuple] = None) -> Any:
     """``x`` updated at ``index`` with ``value`` by ``op`` (see the module docstring); a new DTensor.
 
-    With ``fast_key`` (the caller's key of ``(op, x.spec, index, value)``, a
-    static index and a scalar value), a basic update keeps its entry
-    ``entry(x, value)`` on the dispatch fast path: the spec, the move of a
-    pending sum and every rank's block part precomputed.
+    What exists only eagerly is settled here, NumPy's errors first; then the
+    update rule runs (:mod:`dtensor_np.propagation.updates`): NumPy index
+    arrays and array values join the call as replicated arguments (no
+    communication), DTensor index arrays are gathered, a DTensor mask lined up
+    with ``x`` stays distributed when the value has no dim along its count,
+    any other mask is gathered.  With ``fast_key`` (the caller's
+    :func:`~dtensor_np.fast_path.call_key` of ``(UPDATE, (x, index, value, op))``)
+    the call keeps its fast-path entry.
     """
     if op not in UPDATES:
         raise ValueError(f"expected an update among {sorted(UPDATES)}, got {op!r}")
@@ -331,60 +304,17 @@ def update(x: Any, index: Any, value: Any, op: str, fast_key: Optional[tuple] = 
     read_index(x.shape, _stand_ins(items))  # index errors first, as NumPy's assignment
     value = _check_value(x, value, op)
     masks = _masks(items)
-    spec = partial_free(x.spec)
     a = _mask_dim(x, items, masks)
-    if a is not None and _count_free(value, x.shape, a, items[masks[0]].ndim):
-        return _mask_update(x, spec, items[masks[0]], a, value, op)
-    items = _gather_masks(x, items)
-    items = [item.full_tensor() if is_sharded(item) else item for item in items]
-    plan = plan_index(x.shape, tuple(items))
-    value_shape = () if _ndim(value) == 0 else _fit_value_shape(value.shape, plan.out_shape, plan.advanced)
-    shards = x.shards if spec is x.spec else redistribute_shards(x.shards, x.spec, spec)
-    if is_sharded(value) and value.spec.is_replicated():  # every rank holds the whole value already
-        value = next(iter(value.shards.values()))
-    if is_sharded(value):
-        if not plan.advanced and value.shape == plan.out_shape:
-            return type(x)(_basic_update_by_parts(x, spec, shards, plan, value, op), spec, namespace=x.namespace)
-        value = value.full_tensor()
-        value_shape = value.shape
-    if _ndim(value) and value_shape != value.shape:
-        value = value.reshape(value_shape)
-    full = value if _ndim(value) == 0 else np.broadcast_to(value, plan.out_shape)
-    if plan.advanced:
-        arrays = index_arrays(plan, ())
-        new = {r: _advanced_update(s, spec, r, plan, arrays, full, op) for r, s in shards.items()}
-    else:
-        new = {r: _basic_update(s, spec, r, plan, full, op) for r, s in shards.items()}
-        if fast_key is not None and _ndim(value) == 0 and not is_sharded(value):
-            _remember_update(fast_key, x, spec, plan, op)
-    return type(x)(new, spec, namespace=x.namespace)
-
-
-def _remember_update(key: tuple, x: Any, spec: DTensorSpec, plan: IndexPlan, op: str) -> None:
-    """The fast-path entry ``entry(x, value)`` of a basic update by a scalar (see :func:`update`)."""
-    build = fast_builder(x.__class__)
-    if build is None:
-        return
-    src = x.spec
-    parts = {r: block_part(plan, spec, r) for r in x.shards}
-    owned = tuple((r, parts[r].index) for r in x.shards if not parts[r].empty)
-    hits = hit_counter()
-    ufunc = UPDATES[op]
-
-    def entry(x: Any, value: Any) -> Any:
-        hits[0] += 1
-        shards = x._shards if spec is src else redistribute_shards(x._shards, src, spec)
-        new = dict(shards)
-        for r, index in owned:
-            out = new[r].copy()
-            if ufunc is None:
-                out[index] = on_device_of(out, value)
-            else:
-                ufunc_at(ufunc, out, index, value)
-            new[r] = out
-        return build(new, spec, x._namespace)
-
-    remember(key, entry)
+    if a is None or not _count_free(value, x.shape, a, items[masks[0]].ndim):
+        items = _gather_masks(x, items)
+        items = [item.full_tensor() if is_sharded(item) else item for item in items]
+        plan = plan_index(x.shape, tuple(items))  # the rest of NumPy's errors (index values included)
+        if not is_sharded(value) and _ndim(value):
+            fit_value_shape(value.shape, plan.out_shape, plan.advanced)
+        items = list(_arrays_replicated(x, items))
+    if isinstance(value, np.ndarray):
+        value = _replicated(x, value)
+    return run_rule(UPDATE, (x, tuple(items), value, op), {}, fast_key)
 
 
 def _ndim(value: Any) -> int:
@@ -392,119 +322,12 @@ def _ndim(value: Any) -> int:
     return len(getattr(value, "shape", ()))
 
 
-def _apply(target: Any, index: tuple[Any, ...], value: Any, op: str) -> None:
-    if op == "set":
-        target[index] = on_device_of(target, value)  # a NumPy value into a CuPy shard: copied to the device
-    else:
-        ufunc_at(UPDATES[op], target, index, value)  # type: ignore[arg-type]
-
-
-def _basic_update(block: Any, spec: DTensorSpec, rank: int, plan: IndexPlan, full: Any, op: str) -> Any:
-    part = block_part(plan, spec, rank)
-    if part.empty:
-        return block
-    out = block.copy()
-    piece = full if _ndim(full) == 0 else full[tuple(slice(lo, hi) for lo, hi in part.ranges)]
-    _apply(out, part.index, piece, op)
-    return out
-
-
-def _basic_update_by_parts(x: Any, spec: DTensorSpec, shards: Any, plan: IndexPlan, value: Any, op: str) -> Any:
-    """A basic update by a DTensor of ``x[index]``'s shape: laid out as ``x[index]``, moved back to the owners."""
-    y_spec = basic_spec(spec, plan)
-    parts = value.redistribute(y_spec.placements, shard_order=y_spec.shard_order).shards
-    mesh = spec.mesh
-    ranks = mesh.all_ranks
-    backend = backend_for(mesh)
-    blocks = {r: block_part(plan, spec, r) for r in ranks}
-    for d, mesh_dims in spec.shard_order:  # type: ignore[union-attr]
-        y = plan.y_dim_of(d)
-        if y is None:
-            continue  # an int: y is replicated there, its owner has the value
-        want = {r: blocks[r].ranges[y] for r in ranks}
-        have = {}
-        for r in ranks:
-            size, offset = (v[y] for v in y_spec.local_block(r))
-            have[r] = (offset, offset + size)
-        parts = move_ranges(backend, parts, mesh.groups(mesh_dims), y, have, want)
-    new = {}
-    for r, block in shards.items():
-        part = blocks[r]
-        if part.empty:
-            new[r] = block
-            continue
-        new[r] = block.copy()
-        _apply(new[r], part.index, parts[r], op)
-    return new
-
-
-def _advanced_update(block: Any, spec: DTensorSpec, rank: int, plan: IndexPlan, arrays: list[np.ndarray],
-                     full: Any, op: str) -> Any:
-    shape, offset = spec.local_block(rank)
-    adv = [e for e in plan.entries if e.kind == "adv"]
-    owned = np.ones(plan.b_shape, bool)
-    for e, c in zip(adv, arrays):
-        if e.dim is not None and shape[e.dim] != plan.shape[e.dim]:
-            owned &= (c >= offset[e.dim]) & (c < offset[e.dim] + shape[e.dim])
-    part = block_part(plan, spec, rank)
-    if not owned.any() or any(lo >= hi for (lo, hi), d in zip(part.ranges, range(len(plan.y_shape)))
-                              if d not in plan.adv_dims):
-        return block
-    sel = np.nonzero(owned.reshape(-1))[0]
-    where = np.unravel_index(sel, plan.b_shape)
-    x_dims = [e.dim for e in adv if e.dim is not None]
-    coords = tuple(c[where] - offset[e.dim] for e, c in zip(adv, arrays) if e.dim is not None)
-    rest_index = tuple(part.index[i] for i, e in enumerate(plan.entries) if e.kind == "slice")
-    out = block.copy()
-    view = np.moveaxis(out, x_dims, tuple(range(len(x_dims)))) if x_dims else out
-    if _ndim(full) == 0:
-        piece = full
-    else:
-        nb = len(plan.b_shape)
-        moved = np.moveaxis(full, tuple(range(plan.b_pos, plan.b_pos + nb)), tuple(range(nb)))[where]
-        y_entries = [e for e in plan.entries if e.kind != "int"]
-        keep = tuple(0 if y_entries[d].kind == "new" else slice(*part.ranges[d]) for d in plan.rest_dims)
-        piece = moved[(slice(None),) + keep]
-        if not x_dims:  # only boolean scalars: their one selected position, nothing of x indexed by arrays
-            piece = piece[0]
-    _apply(view, coords + rest_index, piece, op)
-    return out
-
-
 def _count_free(value: Any, shape: tuple[int, ...], a: int, k: int) -> bool:
     """True when ``value`` broadcasts into ``x[mask]`` whatever the mask's count (it has no count dim of size > 1)."""
     if _ndim(value) == 0:
         return True
     try:
-        _fit_value_shape(tuple(value.shape), shape[:a] + (1,) + shape[a + k:], True)
+        fit_value_shape(tuple(value.shape), shape[:a] + (1,) + shape[a + k:], True)
     except ValueError:
         return False
     return True
-
-
-def _mask_update(x: Any, spec: DTensorSpec, mask: Any, a: int, value: Any, op: str) -> Any:
-    """An update at a DTensor mask lined up with ``x``'s blocks, by a value with no count dim: local on every rank."""
-    k = mask.ndim
-    target = x.shape[:a] + (1,) + x.shape[a + k:]
-    if _ndim(value):
-        if is_sharded(value):
-            value = value.full_tensor()
-        value = np.broadcast_to(value.reshape(_fit_value_shape(value.shape, target, True)), target)
-    lined = _mask_spec(spec, mask, a)
-    mask = mask.redistribute(lined.placements, shard_order=lined.shard_order)
-    shards = x.shards if spec is x.spec else redistribute_shards(x.shards, x.spec, spec)
-    lead = (slice(None),) * a
-    new = {}
-    for r, block in shards.items():
-        here = mask.shards[r]
-        if block.size == 0 or not here.any():
-            new[r] = block
-            continue
-        piece = value
-        if _ndim(value):
-            shape, offset = spec.local_block(r)
-            piece = value[tuple(slice(o, o + n) for o, n in zip(offset[:a], shape[:a])) + (slice(None),)
-                          + tuple(slice(o, o + n) for o, n in zip(offset[a + k:], shape[a + k:]))]
-        new[r] = block.copy()
-        _apply(new[r], lead + (here,), piece, op)
-    return type(x)(new, spec, namespace=x.namespace)

@@ -11,12 +11,11 @@ more is freed, and a value equal to it made later is the only one alive.
 Calls with plain scalar arguments (``Shard(0)``, ``Partial("max")``) skip the
 validation after the first time.
 
-The tables keyed by interned values that must not grow without end (the
-scalar-argument table here, the dispatch fast path of
-:mod:`dtensor_np.dispatch`) are :class:`BoundedCache`: a plain ``dict`` (so a
-lookup is one C-level ``dict.get``) whose ``put`` evicts the oldest entry
-(first in, first out) once ``maxsize`` entries are held.  An evicted entry is
-only a lost shortcut: the next call builds it again.
+The scalar-argument table of each class is a
+:class:`collectives.BoundedCache` (registered with the other caches: see
+:func:`collectives.cache_info`): a plain ``dict`` whose ``put`` evicts the
+oldest entry once full.  An evicted entry is only a lost shortcut: the next
+call validates again.
 
 Example:
     >>> from dtensor_np import Shard, DeviceMesh
@@ -30,42 +29,12 @@ import threading
 import weakref
 from typing import Any
 
-__all__ = ["Interned", "BoundedCache"]
+from collectives import BoundedCache, static_key
+
+__all__ = ["Interned"]
 
 _SCALARS = frozenset({int, str, float, bool, type(None)})
 _SIMPLE_LIMIT = 4096
-
-
-class BoundedCache(dict):
-    """A dict of at most ``maxsize`` entries: ``put`` evicts the oldest (first in, first out) when full.
-
-    Read it as a dict (``cache.get(key)``, at C speed); write it with ``put``.
-
-    Example:
-        >>> c = BoundedCache(2)
-        >>> for k in "abc":
-        ...     c.put(k, k.upper())
-        >>> sorted(c), c.get("a"), c.maxsize
-        (['b', 'c'], None, 2)
-    """
-
-    __slots__ = ("maxsize",)
-
-    def __init__(self, maxsize: int) -> None:
-        super().__init__()
-        if maxsize < 1:
-            raise ValueError(f"maxsize must be at least 1, got {maxsize}")
-        self.maxsize = maxsize
-
-    def put(self, key: Any, value: Any) -> None:
-        """Store ``value`` under ``key``, first evicting the oldest entries beyond ``maxsize - 1``."""
-        if key not in self:
-            while len(self) >= self.maxsize:
-                try:
-                    del self[next(iter(self))]
-                except (KeyError, RuntimeError, StopIteration):  # another thread evicted it first
-                    break
-        self[key] = value
 
 
 class Interned(type):
@@ -79,13 +48,13 @@ class Interned(type):
     def __init__(cls, name: str, bases: tuple[type, ...], namespace: dict[str, Any]) -> None:
         super().__init__(name, bases, namespace)
         cls._interned = weakref.WeakValueDictionary()  # canonical key -> the value
-        cls._simple = BoundedCache(_SIMPLE_LIMIT)  # typed scalar arguments -> the value
+        cls._simple = BoundedCache(_SIMPLE_LIMIT, name=f"{cls.__module__}.{cls.__qualname__}.constructor_calls")  # typed scalar arguments -> the value
         cls._lock = threading.Lock()
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         simple = None
         if not kwargs and all(a.__class__ in _SCALARS for a in args):
-            simple = tuple((a.__class__, a) for a in args)  # Shard(0) and Shard(False) differ
+            simple = static_key(args)  # Shard(0) and Shard(False) differ
             found = cls._simple.get(simple)
             if found is not None:
                 return found

@@ -18,10 +18,9 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Optional, Sequence, Union
 
-from collectives import Groups
+from collectives import Groups, memo
 
 from .errors import ShardingError
 from .int_tuple import as_ints, is_integer, product, suffix_product
@@ -306,14 +305,14 @@ def _canonical(layout: Layout) -> Layout:
     return Layout(tuple(m.shape for m in modes), tuple(m.stride for m in modes))
 
 
-@lru_cache(maxsize=1024)
+@memo(maxsize=1024, name="dtensor_np.mesh_groups")
 def _groups(layout: Layout, world_size: int, mesh_dims: tuple[int, ...]) -> Groups:
     modes = [layout[d] for d in mesh_dims]
     joined = Layout(tuple(m.shape for m in modes), tuple(m.stride for m in modes))
     return tuple(tuple(g) for g in joined.global_ranks(world_size))
 
 
-@lru_cache(maxsize=256)
+@memo(maxsize=256, name="dtensor_np.mesh_coordinates")
 def _coordinates(layout: Layout, world_size: int) -> tuple[tuple[int, ...], ...]:
     """Coordinate of every world rank, one mesh dim at a time."""
     coords: list[list[int]] = [[] for _ in range(world_size)]

@@ -47,12 +47,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from collectives import Groups, group_layout
+from collectives import Groups, group_layout, memo
 from collectives.ops import KINDS, OPS
 
 from .cost_model import CostModel
@@ -162,17 +161,11 @@ def _validate(src: DTensorSpec, dst: DTensorSpec) -> None:
     for m, (a, b) in enumerate(zip(src.placements, dst.placements)):
         if src.mesh.shape[m] == 1:
             continue  # one rank: every placement holds the same data
-        if isinstance(b, Partial) and a != b:
-            if isinstance(a, Partial):
-                raise ShardingError(
-                    f"cannot redistribute {a} to {b} on mesh dim {m}: Partials of different reduce ops "
-                    f"do not convert; reduce to Replicate() first"
-                )
-            if isinstance(a, Shard):
-                raise ShardingError(
-                    f"cannot redistribute {a} to {b} on mesh dim {m}: a new Partial only comes from "
-                    f"Replicate(); redistribute to Replicate() first"
-                )
+        if isinstance(b, Partial) and isinstance(a, Partial) and a != b:
+            raise ShardingError(
+                f"cannot redistribute {a} to {b} on mesh dim {m}: Partials of different reduce ops "
+                f"do not convert; reduce to Replicate() first"
+            )
 
 
 def _to_dst_meta(src: DTensorSpec, dst: DTensorSpec) -> DTensorSpec:
@@ -241,7 +234,7 @@ def plan_flag(value: object, what: str) -> bool:
     raise TypeError(f"{what} must be True or False, got {value!r}")
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096, name="dtensor_np.plans")
 def _plan_cached(src: DTensorSpec, dst: DTensorSpec, model: CostModel, exact: bool) -> tuple[Step, ...]:
     result = search_result(src, dst, model, math.inf if exact else None)  # inf: the full search alone, to the end
     return PlanTuple(_materialize(result.path, src, dst), result.method)
@@ -421,13 +414,21 @@ def plan_greedy(src_spec: DTensorSpec, dst_spec: DTensorSpec) -> tuple[tuple[int
                 if before_now != before_want:
                     want = _R
             if current[m] != want:
-                steps.append((m, current[m], want))
+                steps += _greedy_step(m, current[m], want)
                 current[m] = want
     for m in range(mesh.ndim):
         if current[m] != target[m]:
-            steps.append((m, current[m], target[m]))
+            steps += _greedy_step(m, current[m], target[m])
             current[m] = target[m]
     return tuple(steps)
+
+
+def _greedy_step(m: int, a: Placement, b: Placement) -> list[tuple[int, Placement, Placement]]:
+    """The greedy walk's step from ``a`` to ``b`` on mesh dim ``m``: two where a Shard becomes a Partial (a new
+    Partial only comes from Replicate: ``S -> R -> P``)."""
+    if isinstance(a, Shard) and isinstance(b, Partial):
+        return [(m, a, _R), (m, _R, b)]
+    return [(m, a, b)]
 
 
 def greedy_collectives(src_spec: DTensorSpec, dst_spec: DTensorSpec) -> int:

@@ -23,12 +23,11 @@ Example:
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
-from collectives import Array, allocator, array_module
+from collectives import Array, allocator, array_module, memo
 
 from .placements import Partial, Placement, Replicate
 from .planner import Step, collective_call, plan_flag, plan_redistribute
@@ -91,7 +90,7 @@ class LocalStepFn:
                           step.before.mesh.shape)
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096, name="dtensor_np.local_steps")
 def local_step(step: Step) -> LocalStepFn:
     """The :class:`LocalStepFn` of a ``chunk`` or ``partition`` step (cached on the step, a pure value)."""
     return LocalStepFn(step)
@@ -174,7 +173,7 @@ def _step_runner(step: Step, backend: Any) -> Runner:
     return lambda shards: {r: f(shards[r]) for r, f in per_rank.items()}
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096, name="dtensor_np.redistribute_runners")
 def redistributor(src: DTensorSpec, dst: DTensorSpec, exact_plan: bool = False) -> Optional[Runner]:
     """``run(shards) -> shards`` moving an array from ``src`` to ``dst`` on its mesh's backend; cached.
 
@@ -212,7 +211,7 @@ def redistribute_shards(shards: Mapping[int, Any], src: DTensorSpec, dst: DTenso
     return dict(shards) if run is None else run(shards)
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096, name="dtensor_np.redistributions")
 def redistribution(
     spec: DTensorSpec, placements: tuple[Placement, ...], shard_order: Optional[ShardOrder] = None,
     exact_plan: bool = False,
@@ -232,7 +231,7 @@ def redistribution(
     return target, redistributor(spec, target, True) if exact else redistributor(spec, target)
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096, name="dtensor_np.full_replicators")
 def full_replicator(spec: DTensorSpec) -> Optional[Runner]:
     """The runner from ``spec`` to all-``Replicate`` (what ``full_tensor`` runs); None when already replicated."""
     return redistributor(spec, spec.with_placements((Replicate(),) * spec.mesh.ndim))

@@ -19,12 +19,11 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from collectives import chunk_size_and_offset
+from collectives import chunk_size_and_offset, memo
 
 from .errors import ShardingError
 from .int_tuple import as_ints
@@ -289,7 +288,7 @@ class DTensorSpec(metaclass=Interned):
         return text
 
 
-@lru_cache(maxsize=65536)
+@memo(maxsize=65536, name="dtensor_np.local_blocks")
 def _local_block(
     global_shape: tuple[int, ...],
     mesh_shape: tuple[int, ...],

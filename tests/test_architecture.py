@@ -1,8 +1,10 @@
 """The layering rules of the packages, checked by reading their imports.
 
-* No import cycles among the modules of ``dtensor_np`` and ``collectives``,
-  counting imports inside functions too (the usual way to hide a cycle), and
-  leaving out only those under ``if TYPE_CHECKING:``.
+* Every module sits in one layer of :data:`LAYERS` and imports only from its
+  own layer or those below (never upward), counting imports inside functions
+  too (the usual way to hide an upward import) and leaving out only those
+  under ``if TYPE_CHECKING:``.
+* No import cycles among the modules of ``dtensor_np`` and ``collectives``.
 * No module imports a leading-underscore name from another module.
 * ``collectives`` (the lower layer) imports nothing from ``dtensor_np``.
 """
@@ -16,6 +18,28 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("dtensor_np", "collectives")
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    # the ground floor: MPI, device memory, caches and cache keys
+    ("collectives",),
+    # values with no behaviour of their own
+    ("errors", "int_tuple", "native", "cost_model", "interning", "local_tensor", "sharded", "arrays", "layout"),
+    # meshes, placements, specs and where they run
+    ("placements", "mesh", "spec", "devices", "runtime"),
+    # the redistribute planner: pure functions of specs
+    ("plan_search", "planner"),
+    # sharding rules, plan runners, construction from local shards, the call cache
+    ("propagation", "redistribute", "from_local", "fast_path"),
+    # running a NumPy call on DTensors
+    ("dispatch",),
+    # the array a user holds
+    ("indexing", "dtensor", "visualize"),
+    # programs over arrays: graphs, passes, transformations, the Array API namespace
+    ("graph", "passes", "optim", "tensor_parallel", "autodiff", "array_api", "fsdp"),
+    # the package's face and its example programs
+    ("dtensor_np", "examples"),
+)
+"""The layers, lowest first: a group is a top-level module or subpackage of ``dtensor_np`` (``collectives`` is one)."""
 
 
 def _module_name(path: Path) -> str:
@@ -141,6 +165,37 @@ def test_no_module_imports_a_private_name_from_another():
                 if private:
                     offenders.append(f"{name} imports {private}")
     assert offenders == []
+
+
+def _group(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] == "collectives":
+        return "collectives"
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _layer_of() -> dict[str, int]:
+    return {group: i for i, groups in enumerate(LAYERS) for group in groups}
+
+
+def test_every_module_sits_in_a_layer():
+    layer = _layer_of()
+    assert sorted({_group(m) for m in _modules()} - set(layer)) == []
+
+
+def test_no_module_imports_upward():
+    layer = _layer_of()
+    edges = _edges(_modules())
+    upward = sorted(f"{v} (layer {layer[_group(v)]}) imports {w} (layer {layer[_group(w)]})"
+                    for v, ws in edges.items() for w in ws
+                    if _group(v) in layer and _group(w) in layer and layer[_group(w)] > layer[_group(v)])
+    assert upward == []
+
+
+def test_the_checker_finds_an_upward_import():
+    layer = _layer_of()
+    assert layer[_group("dtensor_np.propagation.common")] < layer[_group("dtensor_np.dispatch")]
+    assert layer[_group("collectives.caches")] == 0 and layer[_group("dtensor_np")] == len(LAYERS) - 1
 
 
 @pytest.mark.parametrize("package", ["collectives"])

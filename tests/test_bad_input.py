@@ -307,23 +307,20 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
     p_sum = dt.distribute_tensor(a, mesh, [Partial("sum")])
     p_max = dt.distribute_tensor(a, mesh, [Partial("max")])
     if n > 1:
-        cat.raises("redistribute Shard -> Partial(sum)", ShardingError,
-                   r"cannot redistribute S\(0\) to P\(sum\) on mesh dim 0: a new Partial only comes from Replicate\(\)",
-                   lambda: x.redistribute([Partial("sum")]))
-        cat.raises("redistribute Shard -> Partial(max)", ShardingError,
-                   r"cannot redistribute S\(0\) to P\(max\) on mesh dim 0: a new Partial only comes from Replicate\(\)",
-                   lambda: x.redistribute([Partial("max")]))
         cat.raises("redistribute Partial(sum) -> Partial(max)", ShardingError,
                    r"cannot redistribute P\(sum\) to P\(max\) on mesh dim 0: Partials of different reduce ops do not convert",
                    lambda: p_sum.redistribute([Partial("max")]))
         cat.raises("redistribute Partial(max) -> Partial(min)", ShardingError,
                    r"cannot redistribute P\(max\) to P\(min\) on mesh dim 0",
                    lambda: p_max.redistribute([Partial("min")]))
+        cat.works("Shard -> Partial(sum) goes through Replicate and keeps the value",
+                  lambda: equal(x.redistribute([Partial("sum")]).full_tensor(), a))
+        cat.works("Shard -> Partial(max) goes through Replicate and keeps the value",
+                  lambda: equal(x.redistribute([Partial("max")]).full_tensor(), a))
         if mesh2 is not None:
             y2 = dt.distribute_tensor(a, mesh2, [R, Shard(1)])
-            cat.raises("redistribute Shard -> Partial on mesh dim 1", ShardingError,
-                       r"cannot redistribute S\(1\) to P\(sum\) on mesh dim 1",
-                       lambda: y2.redistribute([R, Partial("sum")]))
+            cat.works("Shard -> Partial on mesh dim 1 keeps the value",
+                      lambda: equal(y2.redistribute([R, Partial("sum")]).full_tensor(), a))
     else:  # one rank holds the whole array: every placement is the same data, so these work
         cat.works("Shard -> Partial on a one-rank mesh keeps the value",
                   lambda: equal(x.redistribute([Partial("sum")]).full_tensor(), a))

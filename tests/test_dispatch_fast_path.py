@@ -18,8 +18,10 @@ import pytest
 
 import dtensor_np as dt
 from dtensor_np import Replicate, Shard
-from dtensor_np.dispatch import FAST_PATH, clear_fast_path, fast_path_stats
-from dtensor_np.interning import BoundedCache
+from collectives import BoundedCache
+from dtensor_np.fast_path import FAST_PATH, fast_path_stats
+
+clear_fast_path = dt.clear_caches  # every cache: the fast path's entries go with the decisions they came from
 
 
 def _benchmark_ops() -> dict[str, Any]:
@@ -132,7 +134,7 @@ def test_calls_that_cannot_be_keyed_take_the_slow_path(world):
 
 
 def test_the_cache_is_bounded_first_in_first_out():
-    cache = BoundedCache(3)
+    cache = BoundedCache(3, name="tests.bounded")
     for k in range(5):
         cache.put(k, k)
     assert list(cache) == [2, 3, 4]
@@ -140,7 +142,7 @@ def test_the_cache_is_bounded_first_in_first_out():
     assert list(cache) == [2, 3, 4] and cache[3] == "again"
     assert FAST_PATH.maxsize == fast_path_stats()["maxsize"] > 0
     with pytest.raises(ValueError):
-        BoundedCache(0)
+        BoundedCache(0, name="tests.empty")
 
 
 @pytest.mark.worlds(simulated=(1, 2), mpi=(2,))

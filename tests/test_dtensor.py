@@ -52,9 +52,9 @@ def assert_local_blocks(x, full, inexact=False):
 
 
 def valid(src, dst, mesh_shape, dtype):
-    """Drop pairs the planner refuses by design, and avg of integers."""
+    """Drop pairs the planner refuses by design (Partials of other reduce ops), and avg of integers."""
     for m, (a, b) in enumerate(zip(src, dst)):
-        if mesh_shape[m] > 1 and isinstance(b, Partial) and a != b and not isinstance(a, Replicate):
+        if mesh_shape[m] > 1 and isinstance(b, Partial) and isinstance(a, Partial) and a != b:
             return False
     if np.dtype(dtype).kind not in "fc" and any(isinstance(p, Partial) and p.reduce_op == "avg" for p in src + dst):
         return False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -79,12 +80,25 @@ def test_plans_are_cached_on_specs_not_ranks():
     "src, dst, message",
     [
         ([Partial("sum")], [Partial("max")], "different reduce ops"),
-        ([Shard(0)], [Partial("sum")], "new Partial only comes from Replicate"),
+        ([Partial("max")], [Partial("min")], "different reduce ops"),
     ],
 )
 def test_refused_transitions(src, dst, message):
     with pytest.raises(dt.ShardingError, match=message):
         dt.plan_redistribute(spec((2,), (4,), src), spec((2,), (4,), dst))
+
+
+@pytest.mark.parametrize("op", ["sum", "avg", "max", "min"])
+def test_shard_to_partial_goes_through_replicate(op):
+    """A new Partial comes from Replicate: the planner plans S -> R -> P itself (one all_gather, one partition)."""
+    src, dst = spec((2, 2), (6, 5), [Shard(0), Shard(1)]), spec((2, 2), (6, 5), [Partial(op), Shard(1)])
+    plan = dt.plan_redistribute(src, dst)
+    assert [(s.kind, s.mesh_dims) for s in plan] == [("all_gather", (0,)), ("partition", (0,))], plan
+    a = np.arange(30.0).reshape(6, 5)
+    x = dt.distribute_tensor(a, dt.DeviceMesh((2, 2)), [Shard(0), Shard(1)])
+    y = x.redistribute([Partial(op), Shard(1)])
+    assert y.placements == (Partial(op), Shard(1))
+    np.testing.assert_array_equal(y.full_tensor(), a)
 
 
 def test_different_meshes_or_shapes_are_refused():
@@ -102,9 +116,9 @@ def spec_pairs(draw):
     ops = draw(st.sampled_from([("sum",), ("max",), ("avg",)]))
     src = draw(placements(len(mesh_shape), len(shape), ops=ops))
     dst = draw(placements(len(mesh_shape), len(shape), ops=ops))
-    # a new Partial only comes from Replicate (or the same Partial) on a mesh dim of size > 1
+    # Partials of different reduce ops do not convert (a new Partial comes from Replicate, Shard through it)
     dst = tuple(
-        d if not isinstance(d, Partial) or s == d or isinstance(s, Replicate) or mesh_shape[m] == 1 else R
+        d if not isinstance(d, Partial) or s == d or not isinstance(s, Partial) or mesh_shape[m] == 1 else R
         for m, (s, d) in enumerate(zip(src, dst))
     )
     src = tuple(

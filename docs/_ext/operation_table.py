@@ -1,7 +1,7 @@
 """Sphinx extension: writes the operation table from the rule registry when the build starts.
 
-The table is computed by ``dtensor_np.propagation.coverage`` (each rule run on
-a simulated mesh of 2 ranks), never written by hand; ``operations.md``
+The table is computed by ``rule_table`` beside this file (each rule run on a
+simulated mesh of 2 ranks), never written by hand; ``operations.md``
 includes the generated file.  It also copies the committed notebooks into
 ``docs/notebooks/`` (rendered with their stored outputs, never executed).
 """
@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 def _write(app):
-    from dtensor_np.propagation.coverage import markdown_table
+    from rule_table import markdown_table
 
     out = Path(app.srcdir) / "_generated" / "operations_table.md"
     out.parent.mkdir(exist_ok=True)

@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import functools
 import math
-from functools import lru_cache
 from types import MethodType
 from typing import Any, Callable, Mapping, Sequence, Union
 
 import numpy as np
 
-from collectives import array_module
+from collectives import array_module, memo
 
 from ..devices import Sharding, mesh_of_device
 from ..dtensor import DTensor, distribute_tensor, register_namespace_factory
@@ -190,7 +189,7 @@ def namespace(mesh: DeviceMesh, default: Policy = "shard_first") -> ArrayNamespa
     return _namespace(mesh, default)
 
 
-@lru_cache(maxsize=256)
+@memo(maxsize=256, name="dtensor_np.array_api_namespaces")
 def _namespace(mesh: DeviceMesh, default: Policy) -> ArrayNamespace:
     return ArrayNamespace(mesh, default)
 

@@ -28,10 +28,11 @@ Example:
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any, Callable, Sequence, Union
 
 import numpy as np
+
+from collectives import memo
 
 from ..dtensor import DTensor, distribute_tensor
 from ..errors import ShardingError
@@ -60,7 +61,7 @@ def _abstract(leaf: Any) -> Any:
     return ShapeDtype.of(leaf) if hasattr(leaf, "shape") and hasattr(leaf, "dtype") else leaf
 
 
-@lru_cache(maxsize=128)
+@memo(maxsize=128, name="dtensor_np.autodiff_joint_graphs")
 def _joint(fn: Callable[..., Any], trees: tuple[TreeDef, ...], avals: tuple[tuple[Any, ...], ...],
            argnums: tuple[int, ...], seeds: bool, has_aux: bool) -> Graph:
     """The traced and differentiated graph of ``fn`` for arguments of these structures and abstract values."""
@@ -69,7 +70,7 @@ def _joint(fn: Callable[..., Any], trees: tuple[TreeDef, ...], avals: tuple[tupl
     return prune(grad_graph(trace(fn, *primals), argnums, seeds=seeds, differentiated=(0,) if has_aux else None))
 
 
-@lru_cache(maxsize=128)
+@memo(maxsize=128, name="dtensor_np.autodiff_sharded_graphs")
 def _sharded(joint: Graph, input_specs: tuple[Any, ...], grad_of: tuple[int, ...]) -> Graph:
     """The joint graph sharded from its inputs' specs; the gradients end in their inputs' backward placements."""
     mesh = input_specs[0].mesh

@@ -33,10 +33,9 @@ Example:
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from collectives import KINDS
+from collectives import KINDS, memo
 
 from ..arrays import as_array
 from ..local_tensor import LocalTensor
@@ -164,7 +163,7 @@ class _Program:
         self.expected = tuple({r: spec.local_shape_of_rank(r) for r in ranks} for spec in sharding.inputs)
 
 
-@lru_cache(maxsize=256)
+@memo(maxsize=256, name="dtensor_np.graph_programs")
 def _program(graph: Graph, ranks: tuple[int, ...]) -> _Program:
     """The program of ``graph`` for ``ranks`` (graphs hash by identity: they are immutable)."""
     return _Program(graph, ranks)

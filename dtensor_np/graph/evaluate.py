@@ -14,13 +14,12 @@ Example:
 
 from __future__ import annotations
 
-from functools import lru_cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
-from collectives import array_module
+from collectives import array_module, memo
 
 from .ir import Constant, Input, ShapeDtype, Var, bound_method
 from .pytree import leaves_with_paths, path_name, unflatten
@@ -113,7 +112,7 @@ def _direct_call(node: Any) -> Optional[Callable[[list[Any]], Any]]:
     return call
 
 
-@lru_cache(maxsize=256)
+@memo(maxsize=256, name="dtensor_np.graph_steps")
 def _steps(graph: Graph) -> tuple[tuple[Any, ...], ...]:
     """Each node as ``(node, input ids, output ids, call or None, several outputs)``, worked out once per graph."""
     return tuple(

@@ -30,10 +30,8 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Callable, ClassVar, Optional
 
-import numpy as np
 
 from collectives import Prepared
 
@@ -58,13 +56,6 @@ def _transition(sharding: Optional[NodeSharding]) -> str:
     if sharding is None or not sharding.inputs or not sharding.outputs:
         return ""
     return f"{sharding.inputs[0]}->{sharding.outputs[0]} "
-
-
-@lru_cache(maxsize=1024)
-def _prepared(call: CollectiveCall, backend: Any, shapes: tuple[tuple[int, tuple[int, ...]], ...],
-              dtype: np.dtype) -> Prepared:
-    """The backend's prepared ``call`` for the held ranks' input shapes and dtype (worked out once)."""
-    return backend.prepare(call.kind, call.groups, dict(shapes), dtype, **call.arguments())
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +98,10 @@ class Collective(MeshOp):
 
     def prepared(self, backend: Any, shards: dict[int, Any]) -> Prepared:
         """The backend's prepared call for these shards' shapes and dtype."""
+        call = self.call
         first = next(iter(shards.values()))
-        return _prepared(self.call, backend, tuple((r, tuple(x.shape)) for r, x in shards.items()), first.dtype)
+        return backend.prepare(call.kind, call.groups, {r: x.shape for r, x in shards.items()}, first.dtype,
+                               **call.arguments())
 
     def execute(self, backend: Any, shards: dict[int, Any]) -> tuple[Any, ...]:
         """Start the collective on ``backend``; the one output is its ``Handle``."""

@@ -16,8 +16,9 @@ Example:
 from . import contraction, elementwise, indexing, reduction, shape_ops  # noqa: F401  (register the rules)
 from . import fft, linalg  # noqa: F401  (numpy.fft and numpy.linalg)
 from . import layout_ops, reorder, scans, statistics  # noqa: F401  (cumsum, argmax, var, sort, flip, tile, take...)
+from . import updates  # noqa: F401  (x[index] = value and the functional updates)
 from .einop import OutputSharding, einop_rule, pointwise_rule
-from .registry import Decision, OpRule, decide, registered_ops, rule_for
+from .registry import Decision, OpRule, decide, registered_ops, rule_for, rule_lookup
 from .reduction import ufunc_reduce_rule
 from ..errors import ShardingError
 
@@ -30,10 +31,10 @@ def rule_of(fn: object, method: str = "__call__") -> "OpRule | None":
         >>> rule_of(np.add).name, rule_of(np.add, "reduce").name, rule_of(np.diff)
         ('add', 'add.reduce', None)
     """
+    if method == "__call__":
+        return rule_lookup(fn)
     try:
-        if method != "__call__":
-            return ufunc_reduce_rule(fn) if method == "reduce" else None  # type: ignore[arg-type]
-        return rule_for(fn)
+        return ufunc_reduce_rule(fn) if method == "reduce" else None  # type: ignore[arg-type]
     except ShardingError:
         return None
 

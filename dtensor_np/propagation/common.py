@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -22,9 +21,6 @@ __all__ = [
     "replicate_mesh_dims",
     "with_meta",
     "settle",
-    "freeze",
-    "scalar_key",
-    "Scalar",
     "normalize_axes",
     "axis_index",
     "axis_tuple",
@@ -158,51 +154,6 @@ def settle(rule: Callable[[tuple[DTensorSpec, ...]], OutputSharding], specs: tup
     if again.output_spec is None:  # pragma: no cover - suggestions are always consistent
         raise ShardingError(f"sharding propagation did not settle for inputs {[str(s) for s in specs]}")
     return suggested, again.output_spec
-
-
-def freeze(value: Any) -> Hashable:
-    """A hashable stand-in for a static argument (lists become tuples, dtypes normalised)."""
-    if isinstance(value, (list, tuple)):
-        return tuple(freeze(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, freeze(v)) for k, v in value.items()))
-    if isinstance(value, np.ndarray):
-        if value.ndim != 0:
-            raise TypeError(
-                "a plain ndarray cannot be mixed with DTensors in one call; distribute it first, "
-                "e.g. dt.distribute_tensor(a, mesh, [dt.Replicate()] * mesh.ndim)"
-            )
-        return value[()]
-    if (isinstance(value, type) and issubclass(value, np.generic)) or isinstance(value, np.dtype):
-        return np.dtype(value)
-    hash(value)
-    return value
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Scalar:
-    """A scalar operand in a cache key: equal only to the same type and value (2 != 2.0, 0.0 != -0.0).
-
-    Example:
-        >>> Scalar(2) == Scalar(2.0), Scalar(0.0) == Scalar(-0.0), Scalar(True) == Scalar(True)
-        (False, False, True)
-    """
-
-    value: Any
-
-    def _key(self) -> tuple:
-        return (type(self.value), repr(self.value))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Scalar) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-
-def scalar_key(value: Any) -> Scalar:
-    """A scalar operand of an elementwise op for a cache key (0-d arrays become NumPy scalars)."""
-    return Scalar(freeze(value))
 
 
 def axis_index(axis: Any, ndim: int, argname: Optional[str] = None, *, expected: str = "an int") -> int:

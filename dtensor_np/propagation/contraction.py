@@ -20,9 +20,11 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
+from collectives import frozen
+
 from ..errors import ShardingError
 from ..spec import DTensorSpec
-from .common import freeze, harmonize, settle_keeping, single_partials, single_sharding
+from .common import harmonize, settle_keeping, single_partials, single_sharding
 from .einop import einop_rule, pointwise_equation
 from .elementwise import bind_operands, elementwise_decision
 from .registry import Decision, OpRule, register
@@ -152,7 +154,7 @@ def _two_operands(name: str):
                 f"numpy.{name}: both operands must be DTensors (got a {type(args[scalars[0][0]]).__name__}); "
                 f"distribute the other operand first"
             )
-        return tensors, freeze(rest)
+        return tensors, frozen(rest)
 
     return bind
 
@@ -197,7 +199,7 @@ def _bind_tensordot(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashabl
     tensors, scalars = bind_operands(args[:2])
     if scalars or kwargs:
         raise ShardingError("numpy.tensordot on DTensors takes two DTensors and axes")
-    return tensors, freeze(axes)
+    return tensors, frozen(axes)
 
 
 def _decide_tensordot(specs: tuple[DTensorSpec, ...], axes: Any) -> Decision:
@@ -217,7 +219,7 @@ def _bind_einsum(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
     tensors, scalars = bind_operands(args[1:])
     if scalars:
         raise TypeError("numpy.einsum: every operand must be a DTensor; distribute plain arrays first")
-    return tensors, (args[0], freeze(kwargs.get("optimize", False)))
+    return tensors, (args[0], frozen(kwargs.get("optimize", False)))
 
 
 def _decide_einsum(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:

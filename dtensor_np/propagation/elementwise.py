@@ -25,13 +25,13 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
-from collectives import array_module
+from collectives import array_module, frozen
 
 from ..arrays import astype
 from ..errors import ShardingError
 from ..placements import Partial
 from ..spec import DTensorSpec, TensorMeta
-from .common import freeze, harmonize, partial_free, scalar_key, settle, settle_keeping, single_partials, single_sharding
+from .common import harmonize, partial_free, settle, settle_keeping, single_partials, single_sharding
 from .einop import pointwise_equation, pointwise_rule
 from ..sharded import is_sharded
 from .registry import Decision, OpRule, register
@@ -51,13 +51,13 @@ def bind_operands(operands: Sequence[Any]) -> tuple[tuple[Any, ...], tuple]:
         if is_sharded(x):
             tensors.append(x)
         else:
-            scalars.append((i, scalar_key(x)))
+            scalars.append((i, frozen(x)))
     return tuple(tensors), tuple(scalars)
 
 
 def _merge(arrays: Sequence[Any], scalars: tuple, n: int) -> list[Any]:
     """The full operand list: local arrays back in the positions the DTensors had."""
-    fixed = {i: s.value for i, s in scalars}
+    fixed = dict(scalars)
     it = iter(arrays)
     return [fixed[i] if i in fixed else next(it) for i in range(n)]
 
@@ -104,7 +104,7 @@ def _ufunc_rule(ufunc: np.ufunc) -> OpRule:
                 f"(DTensors are immutable: out= is not supported)"
             )
         tensors, scalars = bind_operands(args)
-        return tensors, (len(args), scalars, freeze(kwargs))
+        return tensors, (len(args), scalars, frozen(kwargs))
 
     def decide(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
         n, scalars, kw = key
@@ -132,8 +132,7 @@ def _ufunc_local(ufunc: np.ufunc, scalars: tuple, n: int, kwargs: dict) -> Any:
         if not scalars:
             return lambda rank, *arrays: ufunc(*arrays)
         if n == 2 and len(scalars) == 1:
-            (position, scalar), = scalars
-            value = scalar.value
+            (position, value), = scalars
             if position == 1:
                 return lambda rank, a: ufunc(a, value)
             return lambda rank, a: ufunc(value, a)
@@ -204,7 +203,7 @@ def _one_array_rule(fn: Callable[..., Any]) -> OpRule:
     def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
         if not args or not is_sharded(args[0]) or any(is_sharded(a) for a in (*args[1:], *kwargs.values())):
             raise ShardingError(f"numpy.{fn.__name__} on DTensors takes the DTensor first and static arguments after it")
-        return (args[0],), (freeze(args[1:]), freeze(kwargs))
+        return (args[0],), (frozen(args[1:]), frozen(kwargs))
 
     def decide(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
         rest, kw = key
@@ -245,7 +244,7 @@ def _bind_like(fn: Any) -> Any:
         device = values.pop("device", None)
         if values:
             raise ShardingError(f"numpy.{fn.__name__} on DTensors does not support {sorted(values)}")
-        return (args[0],), (scalar_key(value) if fn is np.full_like else None, None if dtype is None else np.dtype(dtype),
+        return (args[0],), ((frozen(value),) if fn is np.full_like else (), None if dtype is None else np.dtype(dtype),
                             device)
 
     return bind
@@ -253,8 +252,7 @@ def _bind_like(fn: Any) -> Any:
 
 def _decide_like(fn: Any) -> Any:
     def decide(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
-        value, dtype, _ = key
-        extra = () if value is None else (value.value,)
+        extra, dtype, _ = key
         spec = specs[0]
         if fn is not np.zeros_like:  # a constant other than 0 is not the sum of its copies: reduce pending sums
             spec = partial_free(spec)

@@ -70,7 +70,7 @@ from .registry import Decision, OpRule, register
 from .row_moves import gather_rows, member_of, move_ranges, width
 
 __all__ = ["GETITEM", "BoolKey", "SliceKey", "StaticArray", "TensorRef", "BasicPhase", "AdvancedPhase", "index_arrays",
-           "getitem_decision"]
+           "getitem_decision", "index_key", "thaw_index"]
 
 Shards = dict[int, Any]
 
@@ -132,17 +132,20 @@ def _slice_part(part: Any) -> Optional[int]:
         raise TypeError("slice indices must be integers or None or have an __index__ method") from None
 
 
-def _bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
-    if kwargs or len(args) != 2:
-        raise TypeError(f"getitem takes an array and an index, got {len(args)} arguments and {sorted(kwargs)}")
-    x, index = args
-    if not is_sharded(x):
-        raise TypeError(f"getitem: expected a DTensor to index, got {type(x).__name__}")
-    tensors = [x]
+def index_key(index: Any, tensors: list[Any], masks: bool = False) -> tuple[Any, ...]:
+    """The hashable key of an index for a rule (its DTensor arrays appended to ``tensors``, as :class:`TensorRef`).
+
+    A DTensor boolean mask is refused (its result's shape depends on its
+    values), unless ``masks``: then it is a distributed argument too.
+
+    Example:
+        >>> index_key((1, slice(None, 2), None, [0, 1]), [])[:3]
+        (1, SliceKey(start=None, stop=2, step=None), None)
+    """
     key: list[Any] = []
     for item in index_items(index):
         if is_sharded(item):
-            if item.dtype.kind == "b":
+            if item.dtype.kind == "b" and not masks:
                 raise TypeError(DATA_DEPENDENT)
             tensors.append(item)
             key.append(TensorRef(len(tensors) - 1))
@@ -163,10 +166,22 @@ def _bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
                 raise IndexError(INVALID_INDEX) from None
         else:
             raise IndexError(INVALID_INDEX)
-    return tuple(tensors), tuple(key)
+    return tuple(key)
 
 
-def _thaw(key: Sequence[Any], specs: Sequence[DTensorSpec]) -> tuple[Any, ...]:
+def _bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+    if kwargs or len(args) != 2:
+        raise TypeError(f"getitem takes an array and an index, got {len(args)} arguments and {sorted(kwargs)}")
+    x, index = args
+    if not is_sharded(x):
+        raise TypeError(f"getitem: expected a DTensor to index, got {type(x).__name__}")
+    tensors = [x]
+    key = index_key(index, tensors)
+    return tuple(tensors), key
+
+
+def thaw_index(key: Sequence[Any], specs: Sequence[DTensorSpec]) -> tuple[Any, ...]:
+    """The index a key of :func:`index_key` stands for (distributed arrays as :class:`ArrayArg` of their specs)."""
     items = []
     for item in key:
         if isinstance(item, TensorRef):
@@ -378,7 +393,7 @@ def getitem_decision(x_spec: DTensorSpec, index: Any, array_specs: Sequence[DTen
 
 
 def _decide(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
-    return getitem_decision(specs[0], _thaw(key, specs), specs[1:])
+    return getitem_decision(specs[0], thaw_index(key, specs), specs[1:])
 
 
 GETITEM = register(operator.getitem)(OpRule("getitem", _bind, _decide))

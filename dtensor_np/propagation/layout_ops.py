@@ -42,13 +42,13 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
-from collectives import array_module
+from collectives import array_module, frozen
 
 from ..errors import ShardingError
 from ..placements import Placement, Replicate, Shard
 from ..sharded import is_sharded
 from ..spec import DTensorSpec, TensorMeta
-from .common import axis_index, freeze, partial_free, replicate_mesh_dims, single_sharding
+from .common import axis_index, partial_free, replicate_mesh_dims, single_sharding
 from .indexing import GETITEM
 from .registry import Decision, OpRule, register
 from .row_moves import move_ranges
@@ -321,7 +321,7 @@ def _decide_unstack(specs: tuple[DTensorSpec, ...], axis: Any) -> Decision:
 def _bind_unstack(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
     given = named_arguments("numpy.unstack", ("x",), args, kwargs)
     x = pop_dtensor("numpy.unstack", given, "x")
-    return (x,), freeze(given.pop("axis", 0))
+    return (x,), frozen(given.pop("axis", 0))
 
 
 if hasattr(np, "unstack"):

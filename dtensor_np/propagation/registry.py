@@ -15,8 +15,9 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Callable, Hashable, Optional
+
+from collectives import memo, static_key
 
 from ..errors import ShardingError
 from ..spec import DTensorSpec
@@ -26,6 +27,8 @@ __all__ = [
     "OpRule",
     "register",
     "rule_for",
+    "rule_lookup",
+    "no_rule_error",
     "decide",
     "registered_ops",
     "registered_callables",
@@ -86,16 +89,35 @@ def register(*funcs: Any, name: Optional[str] = None) -> Callable[[Callable[[OpR
     return add
 
 
+def rule_lookup(func: Any) -> Optional[OpRule]:
+    """The rule of a NumPy callable, or None when it has none (one dict lookup).
+
+    Example:
+        >>> import numpy as np
+        >>> rule_lookup(np.add).name, rule_lookup(np.diff), rule_lookup([])
+        ('add', None, None)
+    """
+    try:
+        return _RULES.get(func)
+    except TypeError:  # an unhashable "callable"
+        return None
+
+
+def no_rule_error(func: Any) -> ShardingError:
+    """The ``ShardingError`` that names a callable without a rule and says what to do instead."""
+    name = getattr(func, "__name__", repr(func))
+    return ShardingError(
+        f"no sharding rule for numpy.{name}: call it on x.full_tensor() (or x.to_local() shard by shard), "
+        f"or opt in to the replicating fallback with dtensor_np.replicate_fallback()"
+    )
+
+
 def rule_for(func: Any) -> OpRule:
     """The rule of a NumPy callable; a ShardingError naming the op when there is none."""
-    try:
-        return _RULES[func]
-    except (KeyError, TypeError):
-        name = getattr(func, "__name__", repr(func))
-        raise ShardingError(
-            f"no sharding rule for numpy.{name}: call it on x.full_tensor() (or x.to_local() shard by shard), "
-            f"or opt in to the replicating fallback with dtensor_np.replicate_fallback()"
-        ) from None
+    rule = rule_lookup(func)
+    if rule is None:
+        raise no_rule_error(func)
+    return rule
 
 
 def registered_ops() -> list[str]:
@@ -114,7 +136,25 @@ def registered_callables() -> list[Any]:
     return list(_RULES)
 
 
-@lru_cache(maxsize=8192)
 def decide(rule: OpRule, specs: tuple[DTensorSpec, ...], key: Hashable) -> Decision:
-    """``rule.decide(specs, key)``, cached on pure values."""
+    """``rule.decide(specs, key)``, cached on pure values, the key typed (:func:`collectives.static_key`).
+
+    So a key of another type than one decided before (an axis of ``1.0`` or
+    ``True`` after ``1``) is decided, and validated, anew.
+
+    Example:
+        >>> import numpy as np, dtensor_np as dt
+        >>> x = dt.distribute_tensor(np.ones((4, 3)), dt.DeviceMesh((2,)), [dt.Shard(0)])
+        >>> (tensor,), key = rule_for(np.sum).bind((x,), {"axis": 1})
+        >>> str(decide(rule_for(np.sum), (tensor.spec,), key).outputs[0])
+        'S(0)'
+    """
+    typed = static_key(key)
+    if typed is None:  # pragma: no cover - rule keys are hashable
+        return rule.decide(specs, key)
+    return _decide_cached(rule, specs, typed, key)
+
+
+@memo(maxsize=8192, name="dtensor_np.rule_decisions")
+def _decide_cached(rule: OpRule, specs: tuple[DTensorSpec, ...], typed: Hashable, key: Hashable) -> Decision:
     return rule.decide(specs, key)

@@ -36,13 +36,13 @@ from typing import Any, Callable, Hashable
 
 import numpy as np
 
-from collectives import array_module
+from collectives import array_module, frozen
 
 from ..errors import ShardingError
 from ..placements import Replicate, Shard
 from ..sharded import is_sharded
 from ..spec import DTensorSpec, TensorMeta
-from .common import axis_tuple, freeze, partial_free, single_sharding
+from .common import axis_tuple, partial_free, single_sharding
 from .registry import Decision, OpRule, register
 from .row_moves import move_ranges
 from .signature_bind import named_arguments, no_more_arguments, pop_dtensor, signature_binder
@@ -186,7 +186,7 @@ def _unique_rule(func: Callable[..., Any]) -> OpRule:
         given.update(kwargs)
         if given.get("axis") is not None:
             raise ShardingError(f"numpy.unique on DTensors: expected axis=None, got {given['axis']!r}")
-        return (args[0],), freeze(given)
+        return (args[0],), frozen(given)
 
     return OpRule(func.__name__, bind, lambda specs, key: unique_decision(specs[0], func, key))
 
@@ -249,9 +249,9 @@ def _bind_searchsorted(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hash
     if any(len(shapes[k]) != 1 for k in operands if k in ("a", "sorter")):
         raise ValueError(f"numpy.searchsorted: expected a 1-D sorted array (and sorter), got shape {shapes['a']}")
     # a constant (NumPy or CuPy) joins the key by value: the rule's local call rebuilds it on the shards' module
-    frozen = tuple((k, (x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype).str,
-                    x.tolist() if hasattr(x, "tolist") else x) for k, x in fixed)
-    return tensors, (names, freeze(frozen), side)
+    constants = tuple((k, (x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype).str,
+                       x.tolist() if hasattr(x, "tolist") else x) for k, x in fixed)
+    return tensors, (names, frozen(constants), side)
 
 
 def _decide_searchsorted(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:

@@ -32,12 +32,11 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from collectives import Groups, array_module
+from collectives import Groups, array_module, memo
 from collectives.ops.rechunk import overlaps
 
 __all__ = ["move_ranges", "gather_rows", "member_of", "width", "Ranges"]
@@ -74,7 +73,7 @@ class _MovePlan:
     prepared: dict = field(default_factory=dict, compare=False)
 
 
-@lru_cache(maxsize=1024)
+@memo(maxsize=1024, name="dtensor_np.row_move_plans")
 def _move_plan(groups: Groups, have_items: tuple, want_items: tuple) -> _MovePlan:
     have, want = dict(have_items), dict(want_items)
     moved = {}

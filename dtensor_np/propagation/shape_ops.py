@@ -20,11 +20,13 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
+from collectives import frozen
+
 from ..errors import ShardingError
 from ..int_tuple import as_ints, is_integer
 from ..placements import Placement, Replicate, Shard
 from ..spec import DTensorSpec, TensorMeta
-from .common import axis_index, axis_tuple, freeze, harmonize, normalize_axes, settle, single_sharding
+from .common import axis_index, axis_tuple, harmonize, normalize_axes, settle, single_sharding
 from .einop import einop_rule
 from ..sharded import is_sharded
 from .registry import Decision, OpRule, register
@@ -51,7 +53,7 @@ def _bind_single(names: Sequence[str]):
         values = list(args[1:]) + [kwargs.pop(n) for n in names[len(args) - 1 :] if n in kwargs]
         if kwargs:
             raise ShardingError(f"unsupported keywords {sorted(kwargs)}")
-        return (args[0],), freeze(values)
+        return (args[0],), frozen(values)
 
     return bind
 
@@ -296,7 +298,7 @@ def _bind_join(name: str):
         arrays = tuple(arrays)
         if not arrays or not all(is_sharded(a) for a in arrays):
             raise TypeError(f"numpy.{name}: every array must be a DTensor; distribute plain arrays first")
-        return arrays, (freeze(axis), len(arrays))
+        return arrays, (frozen(axis), len(arrays))
 
     return bind
 

@@ -31,9 +31,10 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 
+from collectives import frozen
+
 from ..errors import ShardingError
 from ..sharded import is_sharded
-from .common import freeze
 
 __all__ = ["signature_binder", "named_arguments", "pop_dtensor", "no_more_arguments"]
 
@@ -104,6 +105,6 @@ def signature_binder(func: Callable[..., Any], module: str, arrays: int = 1, sca
                 raise ShardingError(
                     f"{name} on DTensors: expected a static {key} (a scalar, string or tuple), got {type(value).__name__}"
                 )
-        return tensors, freeze(tuple(given.items()))
+        return tensors, frozen(tuple(given.items()))
 
     return bind

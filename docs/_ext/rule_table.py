@@ -1,4 +1,10 @@
-"""The operation table: what each registered sharding rule does, found by running it.
+"""The operation table of the documentation: what each registered sharding rule does, found by running it.
+
+A documentation tool, not part of the package: it imports ``dtensor_np`` as
+any user does and records which rules a call runs through the dispatcher's
+hook (:func:`dtensor_np.dispatch.observing_rules`).  The Sphinx extension
+``operation_table`` writes :func:`markdown_table` into the docs at build time,
+and ``tests/test_docs.py`` checks the table against the rule registry.
 
 For every NumPy callable in the rule registry, :func:`coverage_rows` calls it
 on a small array placed on a simulated mesh of 2 ranks, once per input
@@ -39,7 +45,9 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .registry import registered_callables
+import dtensor_np as dt
+from dtensor_np.dispatch import observing_rules
+from dtensor_np.propagation.registry import registered_callables
 
 __all__ = ["KINDS", "Probe", "CoverageRow", "coverage_rows", "markdown_table", "qualified_name", "rule_names"]
 
@@ -151,6 +159,7 @@ def _probes() -> dict[str, Probe]:
         p[f"numpy.{name}"] = Probe(lambda x, R, f=getattr(np, name): f(x))
     p["numpy.full_like"] = Probe(lambda x, R: np.full_like(x, 2.0))
     p["operator.getitem"] = Probe(lambda x, R: x[1:3], untouched=1, axis=0)
+    p["operator.setitem"] = Probe(lambda x, R: x.at[1:3].set(0.0), untouched=1, axis=0)
     # numpy.linalg: a batch of 2 matrices of 4 x 4 (symmetric positive definite)
     for name in ("cholesky", "det", "eigh", "eigvalsh", "inv", "matrix_norm", "matrix_rank", "pinv", "qr",
                  "slogdet", "svd", "svdvals"):
@@ -235,7 +244,6 @@ def _fmt_collectives(counts: dict[str, int]) -> str:
 
 
 def _run(probe: Probe, mesh: Any, placement: Any) -> str:
-    import dtensor_np as dt
 
     data = (probe.data or _range)(probe.shape).astype(probe.dtype)
     if isinstance(placement, dt.Partial):
@@ -259,7 +267,6 @@ def _run(probe: Probe, mesh: Any, placement: Any) -> str:
 
 
 def _traceable(probe: Probe) -> bool:
-    import dtensor_np as dt
 
     try:
         dt.trace(lambda a: probe.call(a, lambda v: np.asarray(v, dtype=float)), dt.ShapeDtype(probe.shape, probe.dtype))
@@ -270,7 +277,6 @@ def _traceable(probe: Probe) -> bool:
 
 @lru_cache(maxsize=1)
 def _rows() -> tuple[CoverageRow, ...]:
-    import dtensor_np as dt
 
     _RULE_KEYS.update({qualified_name(f): f for f in registered_callables()})
     probes = _probes()
@@ -328,6 +334,8 @@ _METHODS: dict[str, Callable[[Any], Any]] = {
     "x < y": lambda x: x < x,
     "x == y": lambda x: x == x,
     "x[1:3]": lambda x: x[1:3],
+    "x[1:3] = 0": lambda x: x.__setitem__(slice(1, 3), 0.0),
+    "x.at[0].add(1)": lambda x: x.at[0].add(1.0),
 }
 
 
@@ -338,31 +346,19 @@ def method_rows() -> list[tuple[str, str]]:
         >>> dict(method_rows())["x @ y"]
         'matmul'
     """
-    import dtensor_np as dt
-    from .. import dispatch
-
     mesh = dt.init_device_mesh((2,), backend="simulated")
     x = dt.distribute_tensor(_range((4, 4)), mesh, [dt.Shard(0)])
-    run_rule = dispatch.run_rule
     seen: list[str] = []
-
-    def recording(rule: Any, args: tuple, kwargs: Any, *rest: Any) -> Any:
-        seen.append(rule.name)
-        return run_rule(rule, args, kwargs, *rest)
-
     rows = []
-    dispatch.run_rule = recording
-    try:
+    with observing_rules(lambda rule: seen.append(rule.name)):
         for text, fn in _METHODS.items():
             seen.clear()
-            dispatch.clear_fast_path()  # a repeated call would skip run_rule
+            dt.clear_caches()  # a repeated call would be served by the fast path, which runs no rule
             try:
                 fn(x)
             except Exception as e:  # noqa: BLE001  (the table says what it raised)
                 seen.append(type(e).__name__)
             rows.append((text, ", ".join(dict.fromkeys(seen)) or "(no rule: handled by DTensor itself)"))
-    finally:
-        dispatch.run_rule = run_rule
     return rows
 
 
@@ -374,7 +370,6 @@ def unruled_names() -> list[str]:
     run on gathered inputs.  (The Array API namespace writes some of them
     itself, e.g. its creation functions.)
     """
-    import dtensor_np as dt
 
     mesh = dt.init_device_mesh((2,), backend="simulated")
     x = dt.distribute_tensor(_range((4, 4)), mesh, [dt.Shard(0)])
