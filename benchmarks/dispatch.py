@@ -21,7 +21,10 @@ NumPy on the full arrays (the script exits non-zero on a mismatch).
 ``x[1:5]`` takes rows that rank 0 holds, and its result (``Shard(0)``, 2 rows a
 rank) moves rows to rank 1: a communicating op, unlike every other row.
 ``x[0] = 1`` rebinds a DTensor handle to a new value (a copy of the shard with
-the row set); its local side is NumPy's in-place ``a[0] = 1``.
+the row set); its local side is NumPy's in-place ``a[0] = 1``. ``x[1:5][0] = 1``
+writes through a view (``x[1:5]``, a view as in NumPy): the view is made and the
+write composed into one update of ``x`` (``x.at[1].set(1)``); beside it,
+``x.at[1].set(1)`` itself, whose local side is NumPy's ``y = a.copy(); y[1] = 1``.
 
 ``--json`` writes a list of rows ``{"op", "backend", "ranks", "local_us",
 "dtensor_us", "overhead_us", "iters", "repeats"}`` (rank 0).
@@ -52,6 +55,17 @@ def _setitem(x: Any, w: Any) -> Any:
     return x
 
 
+def _view_setitem(x: Any, w: Any) -> Any:
+    x[1:5][0] = 1  # a write through a view: x (its base) is written
+    return x
+
+
+def _functional_set(x: Any, w: Any) -> Any:
+    y = x.copy()  # NumPy's counterpart of x.at[1].set(1): a new array with one row set
+    y[1] = 1
+    return y
+
+
 # name -> f(x, w): the same callable runs on DTensors, on the local shards and on the full arrays,
 # except where LOCAL names the call on a local shard (a shape op's local shape differs).
 OPS: dict[str, Callable[[Any, Any], Any]] = {
@@ -70,8 +84,15 @@ OPS: dict[str, Callable[[Any, Any], Any]] = {
     "x[:, 1:5]": lambda x, w: x[:, 1:5],
     "x[1:5]": lambda x, w: x[1:5],
     "x[0] = 1": _setitem,
+    "x[1:5][0] = 1": _view_setitem,
+    "x.at[1].set(1)": lambda x, w: x.at[1].set(1.0),
+}
+# NumPy's counterpart on whole arrays where the DTensor call has no NumPy spelling
+NUMPY: dict[str, Callable[[Any, Any], Any]] = {
+    "x.at[1].set(1)": _functional_set,
 }
 LOCAL: dict[str, Callable[[Any, Any], Any]] = {
+    "x.at[1].set(1)": _functional_set,
     "x.reshape(2, 32, 64)": lambda x, w: x.reshape(1, -1, 64),  # a rank's block of 2 ranks
 }
 
@@ -84,7 +105,7 @@ def check(name: str, x: Any, w: Any, full_x: np.ndarray, full_w: np.ndarray) -> 
     """The op on DTensors gives NumPy's result on the full arrays (SystemExit otherwise)."""
     op = OPS[name]
     got = _full(op(dt.DTensor(x.local_shards(), x.spec), w))
-    expected = op(full_x.copy(), full_w)
+    expected = NUMPY.get(name, op)(full_x.copy(), full_w)
     if not np.allclose(got, expected):
         raise SystemExit(f"{name}: the DTensor result differs from NumPy's")
 

@@ -5,7 +5,7 @@ from types import TracebackType
 
 from .ops import KINDS
 
-__all__ = ["KINDS", "CommCounter", "active", "comm_counter", "record"]
+__all__ = ["KINDS", "CommCounter", "active", "comm_counter", "record", "record_implicit_gather"]
 
 active: list[CommCounter] = []
 """The counters recording right now (``record`` adds to each; a hot path may test it before calling)."""
@@ -18,7 +18,9 @@ class CommCounter:
     0); ``bytes[kind]`` adds, per call, the largest input array among the
     shards this process passed.  One call counts 1 on both backends, whatever
     the number of groups; asynchronous ops count when issued.  Counters nest:
-    every active counter records.
+    every active counter records.  ``implicit_gathers`` and ``implicit_bytes``
+    count the arrays gathered whole because a library asked for a NumPy array
+    (``np.asarray(x)``; their collectives are counted in ``counts`` too).
 
     Example:
         >>> import numpy as np
@@ -32,6 +34,8 @@ class CommCounter:
     def __init__(self) -> None:
         self.counts: dict[str, int] = dict.fromkeys(KINDS, 0)
         self.bytes: dict[str, int] = dict.fromkeys(KINDS, 0)
+        self.implicit_gathers = 0
+        self.implicit_bytes = 0
 
     @property
     def total(self) -> int:
@@ -55,6 +59,8 @@ class CommCounter:
 
     def __repr__(self) -> str:
         issued = {kind: n for kind, n in self.counts.items() if n}
+        if self.implicit_gathers:
+            issued["implicit_gathers"] = self.implicit_gathers
         return f"CommCounter({issued})"
 
 
@@ -77,3 +83,10 @@ def record(kind: str, nbytes: int) -> None:
     for counter in active:
         counter.counts[kind] += 1
         counter.bytes[kind] += nbytes
+
+
+def record_implicit_gather(nbytes: int) -> None:
+    """Count one array gathered whole for a NumPy conversion (``np.asarray(x)``), of ``nbytes``."""
+    for counter in active:
+        counter.implicit_gathers += 1
+        counter.implicit_bytes += nbytes

@@ -33,8 +33,11 @@ del _name
 from collectives import CommCounter, SpmdError, cache_info, check_spmd, clear_caches, comm_counter
 
 from .dispatch import fallback_counts, replicate_fallback
+from .conversion import ImplicitGatherWarning, implicit_gather
 from .devices import Sharding
 from .dtensor import DTensor, distribute_tensor
+from . import views  # noqa: F401  (NumPy's views: registers them with DTensor)
+from . import constants  # noqa: F401  (plain arrays in a call: replicated constants)
 from .errors import ShardingError
 from .layout import Layout
 from .local_tensor import LocalTensor, local_map
@@ -76,6 +79,8 @@ __all__ = [
     "replicate_fallback",
     "fallback_counts",
     "clear_caches",
+    "ImplicitGatherWarning",
+    "implicit_gather",
     "cache_info",
     "comm_counter",
     "CommCounter",

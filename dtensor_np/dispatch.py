@@ -169,7 +169,7 @@ def run_rule(rule: OpRule, args: tuple, kwargs: Mapping[str, Any], fast_key: Opt
     backend = backend_for(mesh)
     shards = [t.shards if t.spec is target else redistribute_shards(t.shards, t.spec, target)
               for t, target in zip(tensors, decision.inputs)]
-    make = type(tensors[0])
+    make = getattr(tensors[0], "_result_class", type(tensors[0]))  # a view's result is an owner
     namespace = tensors[0].namespace
     if decision.program is not None:
         produced = decision.program(backend, *shards)
@@ -239,7 +239,7 @@ def _fallback(func: Any, args: tuple, kwargs: Mapping[str, Any]) -> Any:
     result = func(*full_args, **full_kwargs)
     mesh = found[0].mesh
     ranks = backend_for(mesh).ranks
-    make = type(found[0])
+    make = getattr(found[0], "_result_class", type(found[0]))
 
     def wrap(value: Any) -> Any:
         value = as_array(value)

@@ -2,7 +2,8 @@
 
 A DTensor is its spec (mesh, placements, global shape and dtype) plus the
 local shards this process holds: every rank's shard in simulated mode, this
-rank's shard under MPI.  Operations return new DTensors.
+rank's shard under MPI.  Operations return new DTensors, except where NumPy
+returns a view: then a view of the same base (:mod:`dtensor_np.views`).
 
 Aliasing policy: no buffer of a DTensor is ever written in place, so arrays
 may be shared instead of copied.  Every NumPy array this module hands out
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import operator
 import zlib
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
@@ -43,6 +44,7 @@ from collectives.dtypes import dtype_code, dtype_name
 from collectives.keys import FLOAT_TYPES, PLAIN_TYPES
 
 from .arrays import array_library, check_array
+from .conversion import before_implicit_gather
 from .devices import Sharding
 from .dispatch import dispatch, dispatch_ufunc, run_rule
 from .errors import ShardingError
@@ -66,10 +68,12 @@ class DTensor(NDArrayOperatorsMixin):
     """A distributed array: a handle on an immutable value, a spec plus the local shards this process holds.
 
     Build one with :func:`distribute_tensor` or :meth:`DTensor.from_local`.
-    Operations return new DTensors.  ``x[idx] = v``, ``x += y`` and ``out=x``
-    rebind the handle ``x`` to a new value, as Dask arrays do: no buffer is
-    ever written in place, so every other DTensor, a slice taken earlier and an
-    array from ``to_local()`` keep their values.
+    Operations return new DTensors, or views where NumPy returns views
+    (:mod:`dtensor_np.views`).  ``x[idx] = v``, ``x += y`` and ``out=x``
+    rebind the handle ``x`` to a new value (through its base for a view, whose
+    other views see the write, as in NumPy): no buffer is ever written in
+    place, so every array that is not a view of ``x``'s base, and every array
+    from ``to_local()``, keeps its values.
 
     Example:
         >>> import numpy as np, dtensor_np as dt
@@ -137,13 +141,12 @@ class DTensor(NDArrayOperatorsMixin):
 
     # -- indexing (see dtensor_np.indexing): copies, and updates that rebind --------------
     def __getitem__(self, index: Any) -> "DTensor":
-        """``x[index]`` for every NumPy index, sharded dims included: a new DTensor (see the aliasing policy)."""
+        """``x[index]`` for every NumPy index, sharded dims included: a view for a basic index (as NumPy; see
+        :mod:`dtensor_np.views`), a new array for an advanced one."""
         key = call_key(GETITEM, (self, index))
-        if key is not None:
-            entry = _fast_get(key)
-            if entry is not None:
-                return entry((self, index))
-        return getitem(self, index, key)
+        entry = _fast_get(key) if key is not None else None
+        result = entry((self, index)) if entry is not None else getitem(self, index, key)
+        return _HOOKS.index_view(self, index, result)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         """``x[index] = value`` rebinds this handle to ``x.at[index].set(value)``; no other array changes."""
@@ -155,8 +158,15 @@ class DTensor(NDArrayOperatorsMixin):
         _set_spec(self, new._spec)
 
     def __iter__(self) -> Any:
-        """The rows along the first dim, each one ``x[i]``."""
-        return iterate(self)
+        """The rows along the first dim, each one ``x[i]`` (a view when ``x`` has 2 dims or more, as in NumPy)."""
+        if not self.shape:
+            iterate(self)  # NumPy's TypeError for a 0-d array
+        return (self[i] for i in range(self.shape[0]))
+
+    @property
+    def base(self) -> Optional["DTensor"]:
+        """The array whose data a view shows (NumPy's ``base``); None for an array that owns its data."""
+        return None
 
     @property
     def at(self) -> IndexUpdater:
@@ -228,20 +238,30 @@ class DTensor(NDArrayOperatorsMixin):
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
                    copy: Optional[bool] = None) -> Any:
-        """DLPack export, possible only when one rank holds the whole array (a mesh of one rank).
+        """DLPack export of the whole array: the Array API's explicit cross-device copy (``np.from_dlpack(x)``,
+        ``np.from_dlpack(x, device="cpu")``).
 
-        A distributed array cannot be exported whole (no DLPack tensor spans
-        processes): ``BufferError``; use ``x.full_tensor()`` or ``x.to_local()``.
-        The export is a copy (the value is immutable and an importer may write
-        to what it gets), except with ``copy=False``: the shard's buffer marked
-        read-only (NumPy shards), which needs ``max_version >= (1, 0)``.
+        A mesh of one rank exports its shard, a copy unless ``copy=False``
+        (then its buffer marked read-only, NumPy shards, ``max_version >= (1, 0)``).
+        On more ranks the array is gathered on every rank (a collective every
+        rank makes, never a warning: it was asked for) and the whole array is
+        exported, to host memory for ``dl_device=(1, 0)`` (kDLCPU); ``copy=False``
+        raises ``BufferError`` (a gathered array is always a copy).
         """
         if self.mesh.size() != 1:
-            raise BufferError(
-                f"a DTensor over {self.mesh.size()} ranks cannot be exported through DLPack (a DLPack tensor lives in "
-                "one process); export x.full_tensor() (the whole array) or x.to_local() (this rank's shard)"
-            )
+            if copy is False:
+                raise BufferError("a DTensor over several ranks is exported as a gathered copy; got copy=False")
+            whole = self.full_tensor()
+            if dl_device is not None and tuple(dl_device)[0] == 1:  # kDLCPU: host memory
+                whole = _host(whole, None)
+            else:
+                whole = whole.copy()
+            return whole.__dlpack__(stream=stream, max_version=max_version)
         shard = next(iter(self._shards.values()))
+        if dl_device is not None and tuple(dl_device)[0] == 1 and array_library(shard) != "numpy":
+            if copy is False:
+                raise BufferError("a CuPy shard reaches host memory only by a copy; got copy=False")
+            return _host(shard, None).__dlpack__(stream=stream, max_version=max_version)
         if copy is False:
             if array_library(shard) != "numpy":
                 raise BufferError("DLPack export with copy=False needs a read-only buffer; CuPy arrays have none")
@@ -367,33 +387,43 @@ class DTensor(NDArrayOperatorsMixin):
             if entry is not None:
                 return entry(inputs)
         result = dispatch_ufunc(ufunc, method, inputs, kwargs, key)
+        if key is None and method == "__call__":  # views or strided inputs: NumPy's order="K" for the result
+            result = _HOOKS.layout(ufunc, inputs, result)
         return result if out is None else _rebind_outputs(out, result, ufunc.__name__, kwargs.get("casting"))
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        direct = _HOOKS.functions.get(func)
+        if direct is not None:  # functions that are no rule: copyto, split... (dtensor_np.views)
+            return direct(*args, **kwargs)
         out = kwargs.pop("out", None) if "out" in kwargs else None
         key = call_key(func, args, kwargs) if out is None else None
-        if key is not None:
-            entry = _fast_get(key)
-            if entry is not None:
-                return entry(args)
-        result = dispatch(func, args, kwargs, key)
+        entry = _fast_get(key) if key is not None else None
+        result = entry(args) if entry is not None else dispatch(func, args, kwargs, key)
+        view = _HOOKS.function_views.get(func)
+        if view is not None:
+            result = view(args, kwargs, result)
+        elif key is None:
+            result = _HOOKS.layout(func, args, result)
         return result if out is None else _rebind_outputs(out, result, getattr(func, "__name__", "?"), None)
 
-    def __array__(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(
-            "a DTensor does not turn into one array implicitly (that would gather it silently); "
-            "call x.full_tensor() for the whole array or x.to_local() for the local shard"
-        )
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
+        """``np.asarray(x)``: the whole array on every rank, as a new NumPy array (an implicit gather, which warns
+        once per call site by default: see :mod:`dtensor_np.conversion`)."""
+        if copy is False:
+            raise ValueError("a DTensor cannot become a NumPy array without a copy: its data lives in its shards")
+        if self._spec.mesh.size() > 1 and full_replicator(self._spec) is not None:  # a gather: decided from the spec
+            before_implicit_gather("np.asarray", self.size * self.dtype.itemsize)
+        return _host(self.full_tensor(), dtype)
 
     # -- array methods (each is the NumPy function of the same name) -----------
     @property
     def T(self) -> "DTensor":
+        """The transpose (a view, as in NumPy)."""
         args = (self,)
         key = call_key(np.transpose, args)
-        entry = _fast_get(key)
-        if entry is not None:
-            return entry(args)
-        return dispatch(np.transpose, args, {}, key)
+        entry = _fast_get(key) if key is not None else None
+        result = entry(args) if entry is not None else dispatch(np.transpose, args, {}, key)
+        return _HOOKS.function_views[np.transpose](args, {}, result)
 
     def transpose(self, *axes: Any) -> "DTensor":
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
@@ -405,8 +435,50 @@ class DTensor(NDArrayOperatorsMixin):
             shape = tuple(shape[0])
         return np.reshape(self, shape)
 
-    def ravel(self) -> "DTensor":
-        return np.ravel(self)
+    def ravel(self, order: str = "C") -> "DTensor":
+        """``np.ravel``: a view where NumPy's is one (a C-contiguous array), else a new array."""
+        return np.ravel(self, order=order)
+
+    def flatten(self, order: str = "C") -> "DTensor":
+        """A new 1-d array of the values (never a view, as NumPy's ``flatten``)."""
+        return np.copy(np.ravel(self, order=order), order="C")
+
+    def copy(self, order: str = "C") -> "DTensor":
+        """A new array with the same values (its buffers shared: no buffer is ever written), C-ordered by default.
+
+        Example:
+            >>> x = distribute_tensor(np.arange(3.0), DeviceMesh((2,)), [Replicate()])
+            >>> y = x.copy(); y[0] = 9.0
+            >>> x.full_tensor().tolist(), y.full_tensor().tolist()
+            ([0.0, 1.0, 2.0], [9.0, 1.0, 2.0])
+        """
+        return np.copy(self, order=order)
+
+    def fill(self, value: Any) -> None:
+        """Every element set to ``value`` (this handle rebound; through its base for a view), as ``x[...] = value``."""
+        self[...] = value
+
+    def sort(self, axis: int = -1, kind: Any = None, order: Any = None, *, stable: Any = None) -> None:
+        """Sorted in place along ``axis`` (this handle rebound; through its base for a view), as NumPy's ``sort``."""
+        if order is not None:
+            raise ValueError("Cannot specify order when the array has no fields.")
+        sorted_ = np.sort(self, axis=axis, kind=kind) if stable is None else np.sort(self, axis=axis, kind=kind,
+                                                                                  stable=stable)
+        self._rebind(sorted_)
+
+    def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> "DTensor":
+        """``np.diagonal``: a read-only view, as NumPy's."""
+        return np.diagonal(self, offset, axis1, axis2)
+
+    @property
+    def real(self) -> "DTensor":
+        """The real part (a view, as NumPy's)."""
+        return np.real(self)
+
+    @property
+    def imag(self) -> "DTensor":
+        """The imaginary part (a view of a complex array; read-only zeros for a real one, as NumPy's)."""
+        return np.imag(self)
 
     def swapaxes(self, axis1: int, axis2: int) -> "DTensor":
         return np.swapaxes(self, axis1, axis2)
@@ -415,7 +487,7 @@ class DTensor(NDArrayOperatorsMixin):
         return np.squeeze(self, axis)
 
     def astype(self, dtype: Any) -> "DTensor":
-        return run_rule(ASTYPE, (self, dtype), {})
+        return _HOOKS.layout(np.copy, (self,), run_rule(ASTYPE, (self, dtype), {}))
 
     def sum(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> "DTensor":
         return np.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
@@ -485,6 +557,13 @@ for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply
     setattr(DTensor, f"__r{_name}__", _fast_operator(f"__r{_name}__", _ufunc, True))
 
 _NAMESPACE_FACTORY: list[Any] = []  # dtensor_np.array_api.namespace, registered when that package is imported
+
+
+def _host(array: Any, dtype: Any) -> np.ndarray:
+    """A new writable NumPy array of ``array`` (copied from the device for CuPy), cast to ``dtype`` if given."""
+    if array_library(array) == "cupy":
+        array = array.get()
+    return np.array(array, dtype=dtype, copy=True)
 
 
 def readonly(array: Any) -> Any:
@@ -561,6 +640,55 @@ def _from_parts(shards: dict, spec: DTensorSpec, namespace: Any) -> DTensor:
 
 
 register_fast_type(DTensor, _from_parts)
+DTensor._result_class = DTensor  # type: ignore[attr-defined]  # what an op on any kind of DTensor returns
+
+
+def compute(func: Any, args: tuple, kwargs: Optional[Mapping[str, Any]] = None) -> Any:
+    """``func(*args, **kwargs)`` on DTensors through the fast path or the dispatcher: the op's own result, never
+    a view of its input (the view ops of :mod:`dtensor_np.views` work their values out with it).
+
+    Example:
+        >>> x = distribute_tensor(np.arange(4.0), DeviceMesh((2,)), [Replicate()])
+        >>> y = compute(np.flip, (x,))
+        >>> y.base is None, y.full_tensor().tolist()
+        (True, [3.0, 2.0, 1.0, 0.0])
+    """
+    kwargs = dict(kwargs) if kwargs else {}
+    key = call_key(func, args, kwargs)
+    entry = _fast_get(key) if key is not None else None
+    return entry(args) if entry is not None else dispatch(func, args, kwargs, key)
+
+
+def raw_getitem(x: DTensor, index: Any) -> DTensor:
+    """``x[index]``'s value as a new array, never a view (what a view by ``index`` works its value out with)."""
+    key = call_key(GETITEM, (x, index))
+    entry = _fast_get(key) if key is not None else None
+    return entry((x, index)) if entry is not None else getitem(x, index, key)
+
+
+class _Hooks:
+    """What :mod:`dtensor_np.views` gives DTensor's methods (it imports this module: the hooks are registered)."""
+
+    def __init__(self) -> None:
+        self.function_views: dict[Any, Callable[..., Any]] = {np.transpose: lambda args, kwargs, result: result}
+        self.functions: dict[Any, Callable[..., Any]] = {}
+        self.index_view: Callable[[Any, Any, Any], Any] = lambda x, index, result: result
+        self.layout: Callable[[Any, Any, Any], Any] = lambda func, inputs, result: result
+
+
+_HOOKS = _Hooks()
+
+
+def register_views(index_view: Callable[[Any, Any, Any], Any], function_views: Mapping[Any, Callable[..., Any]],
+                   functions: Mapping[Any, Callable[..., Any]], layout: Callable[[Any, Any, Any], Any]) -> None:
+    """Give DTensor the views of :mod:`dtensor_np.views`: ``index_view(x, index, result)`` for ``x[index]``,
+    ``function_views[f](args, kwargs, result)`` for the NumPy functions that return views, ``functions[f]`` for
+    the NumPy functions run directly (``np.copyto``, ``np.split``...), ``layout(f, inputs, result)`` for the
+    order of a new array made from views."""
+    _HOOKS.index_view = index_view
+    _HOOKS.function_views.update(function_views)
+    _HOOKS.functions.update(functions)
+    _HOOKS.layout = layout
 
 
 def _as_tuple(placements: Sequence[Placement]) -> tuple[Placement, ...]:

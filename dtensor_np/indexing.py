@@ -61,6 +61,7 @@ from collectives import array_module
 
 from .arrays import check_array
 from .dispatch import run_rule
+from .fast_path import FAST_PATH, call_key
 from .errors import ShardingError
 from .placements import Replicate, Shard
 from .propagation.index_plan import ArrayArg, MaskArg, index_items, list_index, plan_index, read_index
@@ -102,7 +103,7 @@ def _replicated(x: Any, value: np.ndarray) -> Any:
     """``value`` (the same on every rank) as a replicated DTensor on ``x``'s mesh, without communication."""
     mesh = x.mesh
     spec = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, TensorMeta(value.shape, value.dtype))
-    return type(x)({r: value for r in backend_for(mesh).ranks}, spec)
+    return x._result_class({r: value for r in backend_for(mesh).ranks}, spec)
 
 
 def _mask_dim(x: Any, items: list[Any], masks: list[int]) -> Optional[int]:
@@ -125,7 +126,13 @@ def _gather_masks(x: Any, items: list[Any]) -> list[Any]:
 
 # -- reading ----------------------------------------------------------------------------------------
 def getitem(x: Any, index: Any, fast_key: Optional[tuple] = None) -> Any:
-    """``x[index]`` (see the module docstring); ``fast_key``: keep the call on the dispatch fast path under it."""
+    """``x[index]`` (see the module docstring); ``fast_key``: keep the call on the dispatch fast path under it.
+
+    A key is kept only for an index with no DTensor in it: a 0-d DTensor is replaced by its value here, which the
+    key (its spec) does not name.
+    """
+    if fast_key is not None and any(is_sharded(item) for item in index_items(index)):
+        fast_key = None
     items = _own_items(x, index)
     read_index(x.shape, _stand_ins(items))  # NumPy's errors, before anything moves
     masks = _masks(items)
@@ -189,7 +196,7 @@ def _mask_getitem(x: Any, mask: Any, a: int) -> Any:
             size, offset = (v[a] for v in out_spec.local_block(r))
             want[r] = (offset, offset + size)
         picked = move_ranges(backend, picked, groups, a, have, want)
-    return type(x)(picked, out_spec, namespace=x.namespace)
+    return x._result_class(picked, out_spec, namespace=x.namespace)
 
 
 def iterate(x: Any) -> Iterator[Any]:
@@ -236,28 +243,35 @@ class IndexUpdate:
         self._index = index
 
     def get(self) -> Any:
-        """``x[index]``."""
+        """``x[index]`` (a new array)."""
         return getitem(self._x, self._index)
+
+    def _update(self, value: Any, op: str) -> Any:
+        """The update, a repeated call served by the dispatch fast path (as ``x[index] = value``)."""
+        args = (self._x, self._index, value, op)
+        key = call_key(UPDATE, args)
+        entry = FAST_PATH.get(key) if key is not None else None
+        return entry(args) if entry is not None else update(self._x, self._index, value, op, key)
 
     def set(self, value: Any) -> Any:
         """``x`` with ``x[index] = value`` (the last of duplicate indices wins)."""
-        return update(self._x, self._index, value, "set")
+        return self._update(value, "set")
 
     def add(self, value: Any) -> Any:
         """``x`` with ``value`` added at ``index`` (``np.add.at``: duplicates accumulate)."""
-        return update(self._x, self._index, value, "add")
+        return self._update(value, "add")
 
     def multiply(self, value: Any) -> Any:
         """``x`` with ``index`` multiplied by ``value`` (``np.multiply.at``)."""
-        return update(self._x, self._index, value, "multiply")
+        return self._update(value, "multiply")
 
     def min(self, value: Any) -> Any:
         """``x`` with ``index`` replaced by its minimum with ``value`` (``np.minimum.at``)."""
-        return update(self._x, self._index, value, "min")
+        return self._update(value, "min")
 
     def max(self, value: Any) -> Any:
         """``x`` with ``index`` replaced by its maximum with ``value`` (``np.maximum.at``)."""
-        return update(self._x, self._index, value, "max")
+        return self._update(value, "max")
 
 
 def _check_value(x: Any, value: Any, op: str) -> Any:
@@ -300,9 +314,14 @@ def update(x: Any, index: Any, value: Any, op: str, fast_key: Optional[tuple] = 
     """
     if op not in UPDATES:
         raise ValueError(f"expected an update among {sorted(UPDATES)}, got {op!r}")
+    if fast_key is not None and any(is_sharded(item) for item in index_items(index)):
+        fast_key = None  # a DTensor in the index is replaced by its value or gathered: the key does not name it
     items = _own_items(x, index)
     read_index(x.shape, _stand_ins(items))  # index errors first, as NumPy's assignment
+    given = value
     value = _check_value(x, value, op)
+    if value is not given:  # a 0-d DTensor's value, an array made of a list: the key does not name what runs
+        fast_key = None
     masks = _masks(items)
     a = _mask_dim(x, items, masks)
     if a is None or not _count_free(value, x.shape, a, items[masks[0]].ndim):

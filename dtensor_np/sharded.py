@@ -21,9 +21,11 @@ import numpy as np
 if TYPE_CHECKING:
     from .spec import DTensorSpec
 
-__all__ = ["SpecArg", "is_sharded", "register_sharded_type"]
+__all__ = ["SpecArg", "is_sharded", "register_sharded_type", "register_constant_maker", "array_operands"]
 
 _SHARDED_TYPES: list[type] = []
+_CONSTANT_MAKER: list[Any] = []  # make(value, like) -> a replicated DTensor of value on like's mesh (dtensor_np.constants)
+_NUMBERS = (bool, int, float, complex, np.generic)
 
 
 def register_sharded_type(cls: type) -> type:
@@ -67,3 +69,38 @@ class SpecArg:
     @property
     def dtype(self) -> np.dtype:
         return self.spec.dtype
+
+
+def register_constant_maker(make: Any) -> None:
+    """Give :func:`array_operands` the function ``make(value, like)`` that puts a plain array on ``like``'s mesh."""
+    _CONSTANT_MAKER[:] = [make]
+
+
+def _array_like(value: Any) -> bool:
+    """An operand NumPy would take as an array of at least one dim: an ndarray (or CuPy array), or a list or tuple
+    of numbers (nested)."""
+    if isinstance(value, np.ndarray):
+        return value.ndim > 0
+    if isinstance(value, (list, tuple)):
+        return bool(value) and all(isinstance(v, _NUMBERS) or _array_like(v) for v in value)
+    return type(value).__module__.startswith("cupy") and getattr(value, "ndim", 0) > 0
+
+
+def array_operands(values: Any) -> list[Any]:
+    """``values`` with every plain array operand (an ndarray, a list of numbers) put on the mesh of the first
+    distributed one as a replicated constant (no communication; see :mod:`dtensor_np.constants`).
+
+    Values with no distributed one among them, and spec stand-ins, are left as they are.
+
+    Example:
+        >>> import dtensor_np as dt
+        >>> x = dt.distribute_tensor(np.ones(3), dt.DeviceMesh((2,)), [dt.Shard(0)])
+        >>> [str(getattr(v, "spec", v)) for v in array_operands([x, np.arange(3.0), 2.0])]
+        ['S(0)', 'R', '2.0']
+    """
+    values = list(values)
+    like = next((v for v in values if is_sharded(v)), None)
+    if like is None or isinstance(like, SpecArg) or not _CONSTANT_MAKER:
+        return values
+    make = _CONSTANT_MAKER[0]
+    return [make(v, like) if not is_sharded(v) and _array_like(v) else v for v in values]

@@ -142,3 +142,27 @@ def planner_benchmark() -> ModuleType:
     finally:
         sys.path.remove(folder)
     return planner
+
+
+def sorted_unique(name: str, a: np.ndarray) -> Any:
+    """NumPy's ``np.<name>(a)`` (``unique_values``, ``unique_counts``, ``unique_inverse``, ``unique_all``) with its values
+    sorted, as array-api-compat and array-api-strict give them (NumPy 2.4 gives hash order): NaNs distinct, the
+    inverse in ``a``'s shape."""
+    values, index, inverse, counts = np.unique(a, return_index=True, return_inverse=True, return_counts=True,
+                                               equal_nan=False)
+    if name == "unique_values":
+        return values
+    want = getattr(np, name)(a)
+    parts = {"values": values, "indices": index, "inverse_indices": inverse.reshape(a.shape), "counts": counts}
+    return type(want)(*(parts[field] for field in want._fields))
+
+
+def world_meshes(world: Any) -> list[Any]:
+    """The meshes a test runs on for a world: 1-D over every rank, and 2 x n/2 from 4 ranks on."""
+    import dtensor_np as dt
+
+    n = world.size
+    found = [dt.DeviceMesh((n,), backend=world.kind)]
+    if n >= 4 and n % 2 == 0:
+        found.append(dt.DeviceMesh((2, n // 2), backend=world.kind))
+    return found

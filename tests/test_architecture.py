@@ -23,17 +23,18 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the ground floor: MPI, device memory, caches and cache keys
     ("collectives",),
     # values with no behaviour of their own
-    ("errors", "int_tuple", "native", "cost_model", "interning", "local_tensor", "sharded", "arrays", "layout"),
+    ("errors", "int_tuple", "native", "cost_model", "interning", "local_tensor", "sharded", "arrays", "layout",
+     "strides", "conversion"),
     # meshes, placements, specs and where they run
     ("placements", "mesh", "spec", "devices", "runtime"),
     # the redistribute planner: pure functions of specs
     ("plan_search", "planner"),
-    # sharding rules, plan runners, construction from local shards, the call cache
-    ("propagation", "redistribute", "from_local", "fast_path"),
+    # sharding rules, plan runners, construction from local shards and from plain arrays, the call cache
+    ("propagation", "redistribute", "from_local", "constants", "fast_path"),
     # running a NumPy call on DTensors
     ("dispatch",),
     # the array a user holds
-    ("indexing", "dtensor", "visualize"),
+    ("indexing", "dtensor", "views", "visualize"),
     # programs over arrays: graphs, passes, transformations, the Array API namespace
     ("graph", "passes", "optim", "tensor_parallel", "autodiff", "array_api", "fsdp"),
     # the package's face and its example programs

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import dtensor_np as dt
+from strategies import sorted_unique
 from dtensor_np import Partial, Replicate, Shard, Sharding, ShardingError
 from dtensor_np.array_api import elementwise
 from test_numpy_ops import Checks, mesh_shapes
@@ -357,13 +358,13 @@ def test_sorting_scans_unique_linalg_and_fft_follow_the_standard(world):
         v = xp.asarray(a[0].astype(float))
         checks.result(f"{tag} cumulative_sum 1-d", xp.cumulative_sum(v, include_initial=True),
                       np.cumulative_sum(a[0].astype(float), include_initial=True))
-        for name in ("unique_all", "unique_counts", "unique_inverse"):
-            got, want = getattr(xp, name)(x), getattr(np, name)(a)
+        for name in ("unique_all", "unique_counts", "unique_inverse"):  # sorted, as array-api-compat and -strict
+            got, want = getattr(xp, name)(x), sorted_unique(name, a)
             checks.expect(type(got).__name__ == type(want).__name__ and got._fields == want._fields,
                           f"{tag} {name}: {type(got).__name__}{got._fields}")
             for field in want._fields:
                 checks.result(f"{tag} {name}.{field}", getattr(got, field), getattr(want, field))
-        checks.result(f"{tag} unique_values", xp.unique_values(x), np.unique_values(a))
+        checks.result(f"{tag} unique_values", xp.unique_values(x), sorted_unique("unique_values", a))
         s = rng.standard_normal((4, 4))
         spd = s @ s.T + 4 * np.eye(4)
         m = xp.asarray(spd)
@@ -404,8 +405,13 @@ def test_dlpack_exports_only_a_whole_array_on_one_rank(world):
             # copy=False shares the buffer read-only (versioned DLPack only)
             x.__dlpack__(copy=False, max_version=(1, 0))
             checks.raises("unversioned copy=False", lambda: x.__dlpack__(copy=False), BufferError, "readonly")
-        else:
-            checks.raises(f"dlpack on {mesh.shape}", lambda: np.from_dlpack(x), BufferError, "cannot be exported")
+        else:  # the whole array on every rank: the standard's explicit copy (scikit-learn's move_to uses it)
+            for ctx, got in (("from_dlpack(x)", lambda: np.from_dlpack(x)),
+                             ("from_dlpack(x, device='cpu')", lambda: np.from_dlpack(x, device="cpu")),
+                             ("xp.from_dlpack(x, device='cpu')", lambda: xp.from_dlpack(x, device="cpu"))):
+                checks.expect(np.array_equal(got(), np.arange(6.0).reshape(2, 3)), f"{ctx} on {mesh.shape}")
+            checks.raises(f"dlpack copy=False on {mesh.shape}", lambda: x.__dlpack__(copy=False), BufferError,
+                          "gathered copy")
         checks.raises("from_dlpack(copy=False) of host data", lambda: xp.from_dlpack(np.ones(2), copy=False),
                       BufferError, "copy")
     checks.finish()
@@ -446,8 +452,8 @@ def test_bad_input_of_the_namespace(world):
         (lambda: np.partition(x, 0), ShardingError, "no sharding rule for numpy.partition"),
     ]
     if world.size > 1:
-        entries.append((lambda: np.from_dlpack(x), BufferError,
-                        f"a DTensor over {world.size} ranks cannot be exported through DLPack"))
+        entries.append((lambda: x.__dlpack__(copy=False), BufferError,
+                        "a DTensor over several ranks is exported as a gathered copy; got copy=False"))
     for i, (call, error, fragment) in enumerate(entries):
         with dt.comm_counter() as c:
             checks.raises(f"entry {i} ({fragment[:40]})", call, error, fragment)

@@ -16,12 +16,10 @@ and the README's table ("Array-API consumers") is what these tests print with
 what runs along an unsharded axis issues no collective, and the transforms,
 predictions and metrics never gather the data matrix.
 
-Not tested here, because they do not run (see the README): ``GaussianNB``
-(``searchsorted`` has no sharding rule), ``Ridge`` with a solver other than
-``"svd"`` (scikit-learn refuses it under array-API dispatch), and SciPy's
-``special`` ufuncs such as ``expit``/``erf``/``ndtr``/``entr`` and
-``stats.entropy``, which convert inputs of an unknown namespace with
-``np.asarray`` (a DTensor refuses to gather silently).
+The consumers that go through NumPy's semantics (views, conversions to NumPy:
+``GaussianMixture``, ``GaussianNB``, ``LogisticRegression``, SciPy's
+``special.expit`` and ``stats.entropy``...) are tested in
+``tests/test_numpy_interop.py``.
 """
 
 from __future__ import annotations

@@ -390,14 +390,18 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
         cat.raises("x + y on a 1-D and a 2-D mesh of the same ranks", ShardingError,
                    r"numpy\.add: the DTensors live on different meshes",
                    lambda: x + dt.distribute_tensor(a, mesh2, [R, R]))
-    plain = "a plain ndarray cannot be mixed with DTensors in one call; distribute it first"
-    cat.raises("np.add(DTensor, ndarray)", TypeError, plain, lambda: np.add(x, a))
-    cat.raises("ndarray + DTensor", TypeError, plain, lambda: a + x)
-    cat.raises("DTensor @ ndarray", TypeError, plain, lambda: x @ a.T)
-    cat.raises("np.where with an ndarray", TypeError, plain, lambda: np.where(x > 1, x, a))
-    no_gather = r"a DTensor does not turn into one array implicitly \(that would gather it silently\); call x\.full_tensor\(\)"
-    cat.raises("np.asarray(DTensor)", TypeError, no_gather, lambda: np.asarray(x))
-    cat.raises("np.array(DTensor)", TypeError, no_gather, lambda: np.array(x))
+    # a plain ndarray in a call is a replicated constant, as JAX takes one: NumPy's values, nothing moves
+    cat.works("np.add(DTensor, ndarray) is NumPy's", lambda: equal(np.add(x, a).full_tensor(), a + a))
+    cat.works("ndarray + DTensor is NumPy's", lambda: equal((a + x).full_tensor(), a + a))
+    cat.works("DTensor @ ndarray is NumPy's", lambda: equal((x @ a.T).full_tensor(), a @ a.T))
+    cat.works("np.where with an ndarray is NumPy's", lambda: equal(np.where(x > 1, x, a).full_tensor(), a))
+    refused = r"np\.asarray of a DTensor of \d+ bytes would gather it on every rank, and implicit gathers are refused"
+    if n > 1:
+        with dt.implicit_gather("raise"):
+            cat.raises("np.asarray(DTensor) with implicit gathers refused", TypeError, refused, lambda: np.asarray(x))
+            cat.raises("np.array(DTensor) with implicit gathers refused", TypeError, refused, lambda: np.array(x))
+    with dt.implicit_gather("allow"):
+        cat.works("np.asarray(DTensor) gathers the whole array", lambda: equal(np.asarray(x), a))
     # Python scalars of a one-element DTensor are its value on every rank (tests/test_array_api_basics.py);
     # of a larger one, NumPy's errors, raised before any communication.
     cat.raises("float() of a DTensor with several elements", TypeError, r"only (length-1|0-dimensional) arrays can be converted",

@@ -139,3 +139,26 @@ def test_a_cached_call_never_lets_an_argument_of_another_type_through():
     with pytest.raises(TypeError):
         np.sum(np.ones((4, 3)), axis=1.0)  # NumPy refuses it too
     assert static_key(1) != static_key(1.0) != static_key(True) and static_key(0.0) != static_key(-0.0)
+
+
+@pytest.mark.parametrize("placement", [Shard(0), Replicate()])
+def test_a_key_never_stands_for_a_value_it_does_not_name(placement):
+    """A 0-d DTensor index or value is replaced by its value, a list value by an array: such calls keep no entry
+    (their key names the DTensor's spec or the list, not the value that runs). Found by scikit-learn's
+    GaussianMixture: ``v[i, i] = d[i]`` in a loop set every diagonal entry to the first one."""
+    mesh = dt.DeviceMesh((2,))
+    full = np.arange(12.0).reshape(4, 3)
+    x = dt.distribute_tensor(full, mesh, [placement])
+    for _ in range(2):
+        for i in (1, 3, 0):
+            index = dt.distribute_tensor(np.array(i), mesh, [Replicate()])
+            np.testing.assert_array_equal(x[index].full_tensor(), full[i])
+    y, want = x.copy(), full.copy()
+    d = dt.distribute_tensor(np.array([5.0, 6.0, 7.0]), mesh, [Replicate()])
+    for i in range(3):
+        y[i, i] = d[i]
+        want[i, i] = 5.0 + i
+    for row, values in ((2, [1.0, 2.0, 3.0]), (3, [4.0, 5.0, 6.0])):
+        y[row] = values
+        want[row] = values
+    np.testing.assert_array_equal(y.full_tensor(), want)

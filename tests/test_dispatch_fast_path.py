@@ -24,18 +24,19 @@ from dtensor_np.fast_path import FAST_PATH, fast_path_stats
 clear_fast_path = dt.clear_caches  # every cache: the fast path's entries go with the decisions they came from
 
 
-def _benchmark_ops() -> dict[str, Any]:
-    """The op table of benchmarks/dispatch.py (loaded from the script, which is no package)."""
+def _benchmark() -> Any:
+    """benchmarks/dispatch.py (loaded from the script, which is no package): its op tables OPS and NUMPY."""
     folder = Path(__file__).resolve().parents[1] / "benchmarks"
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
     spec = importlib.util.spec_from_file_location("dispatch_benchmark", folder / "dispatch.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.OPS
+    return module
 
 
-OPS = dict(_benchmark_ops())
+OPS = dict(_benchmark().OPS)
+NUMPY = _benchmark().NUMPY  # NumPy's spelling where the DTensor call has none (x.at[i].set)
 OPS.update({  # more operator forms and keywords
     "2.0 * x": lambda x, w: 2.0 * x,
     "x - 3": lambda x, w: x - 3,
@@ -68,7 +69,7 @@ def test_fast_path_matches_the_slow_path(world, name):
     full_x, full_w = rng.standard_normal((64, 64)), rng.standard_normal((64, 64))
     x = dt.distribute_tensor(full_x, mesh, [Shard(0)])
     w = dt.distribute_tensor(full_w, mesh, [Replicate()])
-    expected = op(full_x.copy(), full_w)
+    expected = NUMPY.get(name, op)(full_x.copy(), full_w)
 
     def fresh() -> Any:  # a handle of its own: x[0] = 1 rebinds its operand
         return dt.DTensor(x.local_shards(), x.spec)
@@ -77,11 +78,12 @@ def test_fast_path_matches_the_slow_path(world, name):
     before = fast_path_stats()
     slow = op(fresh(), w)
     built = fast_path_stats()
-    assert built["misses"] == before["misses"] + 1 and built["entries"] == 1, name
+    # one entry per call that ran through a rule (a write through a view: the view's index and the update)
+    assert built["misses"] == before["misses"] + built["entries"] and built["entries"] >= 1, name
     _same(slow, expected)
     fast = op(fresh(), w)
     after = fast_path_stats()
-    assert after["hits"] == built["hits"] + 1 and after["misses"] == built["misses"], name
+    assert after["hits"] == built["hits"] + built["entries"] and after["misses"] == built["misses"], name
     _shards_equal(fast, slow)
     _same(fast, expected, slow.spec)
 
@@ -96,7 +98,7 @@ def test_fast_path_matches_the_slow_path(world, name):
     full_y = full_x.copy()
     full_y[1] = 5.0
     hits = fast_path_stats()["hits"]
-    _same(op(y, w), op(full_y.copy(), full_w), slow.spec)
+    _same(op(y, w), NUMPY.get(name, op)(full_y.copy(), full_w), slow.spec)
     assert fast_path_stats()["hits"] > hits
     _same(x, full_x)  # no other handle changed
 
@@ -124,8 +126,8 @@ def test_calls_that_cannot_be_keyed_take_the_slow_path(world):
     clear_fast_path()
     np.testing.assert_array_equal(np.add(x, [1.0, 2.0, 3.0, 4.0][0]).full_tensor(), np.arange(4.0) + 1)
     assert fast_path_stats()["entries"] == 1
-    with pytest.raises(TypeError):
-        x + np.ones(4)  # a plain array is refused, as before
+    np.testing.assert_array_equal((x + np.ones(4)).full_tensor(), np.arange(4.0) + 1)  # a replicated constant
+    assert fast_path_stats()["entries"] == 1  # an array argument is never a key
     out = dt.distribute_tensor(np.zeros(4), mesh, [Shard(0)])
     np.add(x, x, out=out)  # out= rebinds: the slow path
     np.testing.assert_array_equal(out.full_tensor(), 2 * np.arange(4.0))

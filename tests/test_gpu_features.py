@@ -81,7 +81,8 @@ def _every_feature(world: Any, xp: Any, to_numpy: Callable[[Any], np.ndarray]) -
             ufunc.at(updated, (rows, slice(1, 3)), 0.25)
             check(getattr(x.at[rows, 1:3], op)(0.25), updated, f"at[].{op}, {where}")
         y = x.redistribute([placement])
-        earlier = y[1:4]
+        earlier = y[1:4]  # a view: it sees the writes, as in NumPy
+        copied = y[1:4].copy()
         old = {rank: (shard, to_numpy(shard).copy()) for rank, shard in y.local_shards().items()}
         y[2, :] = 7.0
         y[mask, 0] = -1.0
@@ -91,7 +92,8 @@ def _every_feature(world: Any, xp: Any, to_numpy: Callable[[Any], np.ndarray]) -
         expected[mask, 0] = -1.0
         expected[4] = np.arange(5.0)
         check(y, expected, f"setitem, {where}")
-        check(earlier, full[1:4], f"setitem leaves an earlier slice unchanged, {where}")
+        check(earlier, expected[1:4], f"setitem is seen by an earlier view, {where}")
+        check(copied, full[1:4], f"setitem leaves an earlier copy unchanged, {where}")
         for rank, (shard, before) in old.items():  # no buffer written in place
             np.testing.assert_array_equal(to_numpy(shard), before, err_msg=f"rank {rank}'s old shard, {where}")
         # the eager fast path: the same op again, answered from the dispatch cache

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import dtensor_np as dt
+from strategies import world_meshes
 from dtensor_np import Partial, Replicate, Shard
 from dtensor_np.propagation.index_plan import plan_index
 
@@ -60,12 +61,7 @@ class Verdict:
         assert not bad, "\n".join(bad[:12])
 
 
-def meshes(world: Any) -> list[dt.DeviceMesh]:
-    n = world.size
-    found = [dt.DeviceMesh((n,), backend=world.kind)]
-    if n >= 4 and n % 2 == 0:
-        found.append(dt.DeviceMesh((2, n // 2), backend=world.kind))
-    return found
+meshes = world_meshes  # one 1-D mesh, and a 2-D one from 4 ranks on
 
 
 def full_array(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
@@ -505,11 +501,15 @@ def test_at_updates_equal_numpy(world):
             if kind in ("scalar", "numpy", "broadcast", "replicated") and not any(
                     isinstance(i, dt.DTensor) for i in index):
                 v.check(ctx + " no collective", lambda: operator.eq(counter.total, 0) or pytest.fail(counter))
-        if op == "set":  # x[index] = value rebinds a handle to the same result; x, and the copy's source, unchanged
-            handle = x[...]
+        if op == "set":  # x[index] = value rebinds a handle to the same result; x, the copy's source, unchanged
+            handle = x.copy()
             v.check(ctx + " setitem", lambda: handle.__setitem__(index, value))
             check_blocks(v, ctx + " setitem", handle, want)
             v.check(ctx + " x unchanged by setitem", lambda: np.testing.assert_array_equal(x.full_tensor(), full))
+            view = x.copy()[...]  # a view: writing through it rebinds its base, as NumPy writes its base's memory
+            v.check(ctx + " setitem through a view", lambda: view.__setitem__(index, value))
+            check_blocks(v, ctx + " setitem through a view", view, want)
+            check_blocks(v, ctx + " the view's base", view.base, want)
         v.agree()
 
     check()
@@ -537,7 +537,8 @@ def test_setitem_rebinds_this_handle_only(world):
         alias = x
         other = x.redistribute([R] * mesh.ndim)
         same = x.redistribute(x.placements)  # nothing moves, yet a handle of its own
-        earlier = x[1:4]
+        earlier = x[1:4]  # a view, as in NumPy: it sees the writes
+        copied = x[1:4].copy()  # a copy: it does not
         locals_before = {r: s for r, s in x.shards.items()}
         copies = {r: s.copy() for r, s in x.shards.items()}
         local = x.to_local()
@@ -553,7 +554,8 @@ def test_setitem_rebinds_this_handle_only(world):
         np.testing.assert_array_equal(other.full_tensor(), full)
         assert same is not x
         np.testing.assert_array_equal(same.full_tensor(), full)
-        np.testing.assert_array_equal(earlier.full_tensor(), full[1:4])
+        np.testing.assert_array_equal(earlier.full_tensor(), want[1:4])
+        np.testing.assert_array_equal(copied.full_tensor(), full[1:4])
         for r, s in locals_before.items():
             np.testing.assert_array_equal(s, copies[r])  # the old shard objects were never written
         shards = local.shards if isinstance(local, dt.LocalTensor) else {world.ranks[0]: local}

@@ -888,18 +888,29 @@ def errors_fallback_and_cache_checks(world, checks: "Checks") -> None:
     checks.raises("x + z on two meshes", lambda: x + z, ShardingError)
     checks.raises("matmul on two meshes", lambda: x @ z.T, ShardingError)
     checks.raises("concatenate on two meshes", lambda: np.concatenate([x, z]), ShardingError)
-    # a plain ndarray with ndim >= 1 mixed with a DTensor
-    checks.raises("x + ndarray", lambda: x + a, TypeError)
-    checks.raises("ndarray + x", lambda: a + x, TypeError)
-    checks.raises("np.add(x, ndarray)", lambda: np.add(x, a), TypeError)
-    checks.raises("np.maximum(ndarray[0], x)", lambda: np.maximum(a[0], x), TypeError)
-    checks.raises("x @ ndarray", lambda: x @ a.T, TypeError)
-    checks.raises("np.where(ndarray, x, y)", lambda: np.where(a > 0, x, y), TypeError)
-    checks.raises("concatenate([x, ndarray])", lambda: np.concatenate([x, a]), TypeError)
-    checks.raises("einsum with an ndarray", lambda: np.einsum("ij,kj->ik", x, a), TypeError)
-    # no implicit conversion to an ndarray
-    checks.raises("np.asarray(x)", lambda: np.asarray(x), TypeError)
-    checks.raises("np.array(x)", lambda: np.array(x), TypeError)
+    # a plain ndarray mixed with DTensors is a replicated constant: NumPy's values, no communication
+    b = a + 1
+    for ctx, numpy_call, dtensor_call in (
+        ("x + ndarray", lambda: a + a, lambda: x + a),
+        ("ndarray + x", lambda: a + a, lambda: a + x),
+        ("np.add(x, ndarray)", lambda: np.add(a, a), lambda: np.add(x, a)),
+        ("np.maximum(ndarray[0], x)", lambda: np.maximum(a[0], a), lambda: np.maximum(a[0], x)),
+        ("x @ ndarray", lambda: a @ a.T, lambda: x @ a.T),
+        ("np.where(ndarray, x, y)", lambda: np.where(a > 0, a, b), lambda: np.where(a > 0, x, y)),
+        ("concatenate([x, ndarray])", lambda: np.concatenate([a, a]), lambda: np.concatenate([x, a])),
+        ("einsum with an ndarray", lambda: np.einsum("ij,kj->ik", a, a), lambda: np.einsum("ij,kj->ik", x, a)),
+        ("x + list", lambda: a + [1.0, 2.0, 3.0], lambda: x + [1.0, 2.0, 3.0]),
+    ):
+        checks.same(ctx, numpy_call, dtensor_call)
+    # an implicit conversion to an ndarray gathers the whole array (warned about; refused in "raise" mode)
+    with dt.implicit_gather("allow"):
+        for ctx, convert in (("np.asarray(x)", np.asarray), ("np.array(x)", np.array)):
+            got = convert(x)
+            checks.expect(type(got) is np.ndarray and np.array_equal(got, a), f"{ctx}: {got!r} is not NumPy's {a!r}")
+    if n > 1:  # one rank holds the whole array: nothing to gather, nothing refused
+        with dt.implicit_gather("raise"):
+            checks.raises("np.asarray(x) in raise mode", lambda: np.asarray(x), TypeError,
+                          "implicit gathers are refused")
     # Python scalars of a 0-d result are its value on every rank (one small collective), as in NumPy
     checks.expect(np.isclose(float(np.sum(x)), float(np.sum(x.full_tensor()))), "float(sum(x)) is not the sum")
 

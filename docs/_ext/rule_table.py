@@ -380,7 +380,7 @@ def unruled_names() -> list[str]:
         if n.startswith("_") or not callable(f) or isinstance(f, type):
             continue
         try:
-            with np.errstate(all="ignore"):
+            with np.errstate(all="ignore"), dt.implicit_gather("allow"):  # np.asarray & co. gather: not a rule
                 f(*[x] * (f.nin if isinstance(f, np.ufunc) else 1))
         except dt.ShardingError as e:
             if "no sharding rule" in str(e):

@@ -216,10 +216,15 @@ def _stacked(xp: Any, obj: Any) -> DTensor:
 def from_dlpack(xp: Any, x: Any, /, *, device: Any = None, copy: Optional[bool] = None) -> DTensor:
     """An array of this namespace from a DLPack exporter (``numpy.from_dlpack``; the same data on every rank).
 
-    A DTensor is taken as by ``asarray``: a distributed array cannot be
-    exported through DLPack, so none goes through it.
+    A DTensor is taken as by ``asarray`` onto a device of this namespace; with
+    ``device="cpu"`` (another library's device: host memory) it is the
+    standard's explicit cross-device copy, the whole array on every rank as a
+    NumPy array (``np.from_dlpack(x, device="cpu")``), as scikit-learn's
+    ``move_to`` asks for it.
     """
     if isinstance(x, DTensor):
+        if isinstance(device, str) and device == "cpu":
+            return np.from_dlpack(x, device="cpu", copy=copy)
         return asarray(xp, x, device=device, copy=copy)
     if copy is False:
         raise BufferError("from_dlpack(copy=False): host data must be copied to become a distributed array")

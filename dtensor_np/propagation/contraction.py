@@ -182,7 +182,7 @@ def _decide_dot(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
         positions = [i for i in range(2) if all(i != j for j, _ in scalars)]
 
         def local(rank: int, *arrays: Any) -> Any:
-            fixed = {i: s.value for i, s in scalars}
+            fixed = dict(scalars)
             it = iter(arrays)
             return np.dot(*[fixed[i] if i in fixed else next(it) for i in range(2)])
 

@@ -33,7 +33,7 @@ from ..placements import Partial
 from ..spec import DTensorSpec, TensorMeta
 from .common import harmonize, partial_free, settle, settle_keeping, single_partials, single_sharding
 from .einop import pointwise_equation, pointwise_rule
-from ..sharded import is_sharded
+from ..sharded import array_operands, is_sharded
 from .registry import Decision, OpRule, register
 
 __all__ = ["elementwise_decision", "bind_operands"]
@@ -44,10 +44,11 @@ _UFUNC_KWARGS = ("dtype", "casting")
 
 
 def bind_operands(operands: Sequence[Any]) -> tuple[tuple[Any, ...], tuple]:
-    """Split operands into the DTensors and ``(position, scalar)`` pairs for the rest."""
+    """Split operands into the DTensors and ``(position, scalar)`` pairs for the rest; plain arrays (ndarrays,
+    lists of numbers) join as replicated constants (:func:`dtensor_np.sharded.array_operands`)."""
     tensors = []
     scalars = []
-    for i, x in enumerate(operands):
+    for i, x in enumerate(array_operands(operands)):
         if is_sharded(x):
             tensors.append(x)
         else:

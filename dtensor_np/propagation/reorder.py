@@ -167,12 +167,37 @@ def unique_decision(spec: DTensorSpec, func: Callable[..., Any], kwargs: tuple) 
     outs = tuple(DTensorSpec(spec.mesh, whole.placements, TensorMeta(np.shape(v), np.asarray(v).dtype)) for v in results)
     multiple = isinstance(probe, tuple)
 
+    sorted_func = _SORTED_UNIQUE.get(func, func)
+
     def local(rank: int, x: Any) -> Any:
-        result = func(x, **options)
+        result = sorted_func(x, **options)
         return tuple(result) if multiple else result
 
     return Decision((whole,), outs, local, multiple_outputs=multiple, result_type=type(probe) if multiple and type(probe) is not tuple else None,
                     data_dependent=True)
+
+
+def _sorted_unique(x: Any, index: bool, inverse: bool, counts: bool) -> Any:
+    """The Array API's ``unique_*`` with sorted values (NumPy 2.4 gives hash order; array-api-compat and
+    array-api-strict sort, and consumers rely on it): ``np.unique`` with NaNs distinct, the inverse in ``x``'s shape."""
+    found = array_module(x).unique(x, return_index=index, return_inverse=inverse, return_counts=counts,
+                                   equal_nan=False)
+    if not (index or inverse or counts):
+        return found
+    found = list(found)
+    if inverse:
+        where = 1 + index
+        found[where] = found[where].reshape(x.shape)
+    return tuple(found)
+
+
+_SORTED_UNIQUE: dict[Callable[..., Any], Callable[..., Any]] = {
+    getattr(np, name): (lambda x, i=i, v=v, c=c: _sorted_unique(x, i, v, c))
+    for name, (i, v, c) in (("unique_values", (False, False, False)), ("unique_counts", (False, False, True)),
+                            ("unique_inverse", (False, True, False)), ("unique_all", (True, True, True)))
+    if hasattr(np, name)
+}
+"""The Array API's ``unique_*`` functions as their sorted equivalents."""
 
 
 def _unique_rule(func: Callable[..., Any]) -> OpRule:

@@ -28,7 +28,7 @@ from ..placements import Placement, Replicate, Shard
 from ..spec import DTensorSpec, TensorMeta
 from .common import axis_index, axis_tuple, harmonize, normalize_axes, settle, single_sharding
 from .einop import einop_rule
-from ..sharded import is_sharded
+from ..sharded import array_operands, is_sharded
 from .registry import Decision, OpRule, register
 
 __all__ = ["permute_decision", "reshape_decision", "reshape_groups", "resolve_shape"]
@@ -295,7 +295,7 @@ def _bind_join(name: str):
         axis = kwargs.pop("axis", args[1] if len(args) > 1 else 0)
         if kwargs or (axis is None and name != "concatenate"):
             raise ShardingError(f"numpy.{name} on DTensors takes a sequence of DTensors and an int axis")
-        arrays = tuple(arrays)
+        arrays = tuple(array_operands(arrays))
         if not arrays or not all(is_sharded(a) for a in arrays):
             raise TypeError(f"numpy.{name}: every array must be a DTensor; distribute plain arrays first")
         return arrays, (frozen(axis), len(arrays))

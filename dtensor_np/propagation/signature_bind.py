@@ -34,7 +34,7 @@ import numpy as np
 from collectives import frozen
 
 from ..errors import ShardingError
-from ..sharded import is_sharded
+from ..sharded import array_operands, is_sharded
 
 __all__ = ["signature_binder", "named_arguments", "pop_dtensor", "no_more_arguments"]
 
@@ -95,7 +95,7 @@ def signature_binder(func: Callable[..., Any], module: str, arrays: int = 1, sca
             raise TypeError(f"{name}: {e}") from None
         bound.apply_defaults()
         given = dict(bound.arguments)
-        tensors = tuple(given.pop(p) for p in params)
+        tensors = tuple(array_operands([given.pop(p) for p in params]))
         for p, t in zip(params, tensors):
             if not is_sharded(t):
                 raise TypeError(f"{name}: expected a DTensor for {p}, got {type(t).__name__}; distribute it first")
