@@ -489,9 +489,9 @@ class Core:
         self.bound = UNCAPPED if bound is None else bound
         self.expand_work, self.tight_work = EXPAND_WORK, TIGHT_WORK
         stride = self.bound + 1
-        # (the C tables start small and double: most problems are small)
-        self.h, self.sharp, self.shared, self.fewest = Table(64, 1), Table(16, 1), Table(16, 1), Table(64, 1)
-        self.best, self.refined, self.seen = Table(64, stride), Table(16, stride), Table(16, stride)
+        # (the C tables' first sizes: most searches never grow them; smaller ones that grow took 20 % longer)
+        self.h, self.sharp, self.shared, self.fewest = Table(1024, 1), Table(64, 1), Table(256, 1), Table(512, 1)
+        self.best, self.refined, self.seen = Table(1024, stride), Table(64, stride), Table(64, stride)
         self.moves, self.open, self.starts, self.links = MoveList(256), Heap(256), Heap(64), Links(256)
 
     def key_of(self, stacks: tuple, pmask: int) -> int:
