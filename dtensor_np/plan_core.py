@@ -13,9 +13,10 @@ Two bodies, chosen by ``cython.compiled``, only in the containers the search
 keeps its data in: :class:`Table` (an open-addressing hash table in C, a dict
 in Python), :class:`Heap` (a binary heap of C structs, :mod:`heapq` of tuples),
 :class:`MoveList` and :class:`Links` (growable C arrays of structs, lists of
-tuples; the three on :class:`Array`), and
-the block of :class:`Core` that makes its per-problem arrays (C arrays of
-fixed size compiled, lists of the problem's size in Python).  So compiled,
+tuples; the three on :class:`Array`), with three helpers that only their C
+bodies call (:func:`mix`, :func:`less`, :func:`grown`); and in the block of
+``Core.__init__`` that makes a problem's arrays (C arrays of fixed size
+compiled, lists of the problem's size in Python).  So compiled,
 :func:`fits` limits a problem to :data:`ML` mesh dims of size > 1, :data:`MD`
 tensor dims, :data:`MM` mesh dims and keys of 64 bits (plan_problem then runs
 this text as Python: native.twin); as Python it holds any.

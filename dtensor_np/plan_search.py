@@ -28,7 +28,7 @@ every rank plans the same steps, compiled or not.
 Complexity: a move is O(tensor dims + mesh dims), a search O(budget (tensor dims + mesh dims)), a
 rewrite O(:data:`REWRITE_MOVES` (tensor dims + mesh dims)); with no budget, the number of states,
 exponential in the mesh dims.  Measured (benchmarks/README.md, planner): compiled, 0.02 to 0.2 ms
-median a plan up to 5 mesh dims, 0.6 ms on 2x2x2x2x2x2, about 1 ms at most; as Python, up to 25 ms.
+median a plan up to 5 mesh dims, 0.6 ms on 2x2x2x2x2x2, about 1 ms at most; as Python, up to 33 ms.
 
 Example:
     >>> from dtensor_np import DeviceMesh, Shard, Replicate, DTensorSpec, TensorMeta
