@@ -12,8 +12,8 @@ from {S(0), S(1), S(2), R} on every mesh dim, the same pairs for both sides.
   fastest of ``--reps`` runs per pair (the others are the shared machine's
   noise); which search ran (exact, approximate, greedy fallback) is counted.
   The first line says whether the search ran compiled (``dtensor_np.native``;
-  ``DTENSOR_NP_PURE=1`` runs the source: the same plans, about 4 times
-  slower).
+  ``DTENSOR_NP_PURE=1`` runs the source: the same plans, about 30 times
+  slower on 5 and 6 mesh dims).
 * cost: every plan's cost (``planner.plan_cost``, the planner's cost model)
   over the greedy plan's (``planner.greedy_cost``, the same model):
   min/median/max and how many pairs are strictly cheaper than greedy.
@@ -279,7 +279,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     load = os.getloadavg()
     print(f"# {date.today()}, Python {platform.python_version()}, {os.cpu_count()} cores, "
           f"load average {load[0]:.2f} at the start; plan_search: {native.status()['dtensor_np.plan_search']}, "
-          f"its core: {native.status()['dtensor_np._search_core']}",
+          f"its core: {native.status()['dtensor_np.plan_core']}",
           flush=True)
     if args.full:
         print("| mesh (mesh dims of size > 1) | pairs | exact=True ms median / p90 / max | work median / p90 / max "

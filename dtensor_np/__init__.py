@@ -24,8 +24,6 @@ Example:
 # (dtensor_np.native), before anything imports them.
 from . import native
 
-for _name in native.CORES:
-    native.load_core(_name)
 for _name in native.COMPILED:
     native.load(_name)
 del _name

@@ -1,9 +1,9 @@
 """The redistribute planner's cost model: what a step costs, in microseconds.
 
-Its own module, not :mod:`dtensor_np.plan_search`'s: that module may run
-compiled (:mod:`dtensor_np.native`), and a class compiled there could not be
-subclassed from Python, which is how a user prices steps another way (the
-search then runs without its lower bound, see :mod:`dtensor_np.plan_search`).
+Its own module, not the planner's: those may run compiled (:mod:`dtensor_np.native`),
+and this class stays a plain Python class that a user subclasses to price steps
+another way (the search then runs without its lower bound, see
+:mod:`dtensor_np.plan_core`).
 
 Example:
     >>> from dtensor_np import CostModel

@@ -1,24 +1,24 @@
-"""The modules that may run compiled (mypyc, Cython), and the guard that keeps a stale build out.
+"""The modules that may run compiled, and the guard that keeps a stale build out.
 
-``setup.py`` compiles the modules in :data:`COMPILED` with mypyc and those in
-:data:`CORES` with Cython when it can (mypy, Cython and a C compiler at install
-time; ``DTENSOR_NP_PURE=1`` turns both off).  The mypyc module is the same
-code, so it plans the same steps from the same budgets (counted in moves, not
-time), only faster: about 4 times for :mod:`dtensor_np.plan_search`.  A core
-(``dtensor_np/_search_core.pyx``: the planner's A* in C) is not importable
-as Python: where it is not built, plan_search runs its own search, with the
-same result, 9 to 12 times more slowly a move compiled by mypyc, 30 to 40
-times from the source (benchmarks/README.md).  Without a build, the source
-runs.
+``setup.py`` compiles the modules of :data:`COMPILED` when it can (a C
+compiler, and Cython and mypy, fetched for the build; ``DTENSOR_NP_PURE=1``
+turns it off): the planner's search, :mod:`dtensor_np.plan_core`, with Cython
+(:data:`CYTHON`: its pure-Python mode, the C types in ``plan_core.pxd``), and
+its graph, problem, rewrites and driver with mypyc (:data:`MYPYC`).  Each is one
+text that runs as Python too; a build plans the same steps from the same budgets
+(counted in moves, not time), only faster: about 30 times on 5 and 6 mesh dims
+(benchmarks/README.md).  Without a build, the sources run.
 
-Each build appends ``SOURCE_SHA256``, the hash of the source it compiled, to
-the module.  :func:`load` keeps a compiled module only while that hash matches
-the ``.py`` beside it (:func:`load_core`: the ``.pyx``): after an edit (an
-editable install is not rebuilt by editing), or with a build that does not
-import, the source runs (the core is off) and a
-``RuntimeWarning`` (on every rank) says to rebuild with ``pip install -e .``.
-``dtensor_np/__init__.py`` calls it before anything imports these modules.
-:func:`status` says what ran.
+Each build appends ``SOURCE_SHA256``, the hash of the source it compiled
+(:func:`source_hash`: plan_core's ``.py`` and ``.pxd``; for the modules of
+:data:`MYPYC`, all of theirs, since they call each other's compiled code
+directly), to the module.  :func:`load` keeps a compiled module only while
+that hash matches the sources beside it: after an edit (an editable install is
+not rebuilt by editing), or with a build that does not import, the source runs
+and a ``RuntimeWarning`` (on every rank) says to rebuild with ``pip install -e
+.``.  ``dtensor_np/__init__.py`` calls it before anything imports these modules.
+:func:`status` says what ran; :func:`twin` runs the source beside a build (for
+what the build cannot hold).
 
 Example:
     >>> import dtensor_np
@@ -39,13 +39,15 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["COMPILED", "CORES", "PURE_ENV", "load", "load_core", "load_source", "pure_requested", "source_hash",
-           "status"]
+__all__ = ["COMPILED", "CYTHON", "MYPYC", "PURE_ENV", "load", "load_source", "load_sources", "pure_requested",
+           "source_hash", "status", "twin"]
 
-# The modules setup.py compiles with mypyc (it reads this tuple).
-COMPILED = ("dtensor_np.plan_search",)
-# The modules setup.py compiles with Cython from their .pyx (it reads this tuple); loaded before COMPILED.
-CORES = ("dtensor_np._search_core",)
+# The modules setup.py compiles (it reads these tuples): with Cython, and with mypyc (together, one build).
+CYTHON = ("dtensor_np.plan_core",)
+MYPYC = ("dtensor_np.plan_graph", "dtensor_np.plan_problem", "dtensor_np.plan_rewrites", "dtensor_np.plan_search")
+# All of them, each before the modules that import it (the order load() runs in).
+COMPILED = ("dtensor_np.plan_graph", "dtensor_np.plan_core", "dtensor_np.plan_problem", "dtensor_np.plan_rewrites",
+            "dtensor_np.plan_search")
 # Set to 1: always the source, even where a fresh build exists.
 PURE_ENV = "DTENSOR_NP_PURE"
 
@@ -57,9 +59,20 @@ def pure_requested() -> bool:
     return os.environ.get(PURE_ENV, "") not in ("", "0")
 
 
-def source_hash(path: Path) -> str:
-    """The SHA-256 of a source file's bytes, as setup.py appends it to the module it compiles."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+def source_hash(name: str) -> str:
+    """The SHA-256 of module ``name``'s source, as setup.py appends it to the module it compiles: the bytes
+    of its ``.py`` and of the ``.pxd`` beside it, if any (its C types); for a module of :data:`MYPYC`,
+    those of every module of :data:`MYPYC`, in order (one build: a stale one runs all from source).
+
+    Example:
+        >>> len(source_hash("dtensor_np.plan_core")), source_hash("dtensor_np.plan_graph") == source_hash(MYPYC[-1])
+        (64, True)
+    """
+    parts = []
+    for member in MYPYC if name in MYPYC else (name,):
+        path = Path(__file__).parent / (member.rpartition(".")[2] + ".py")
+        parts += [path, path.with_suffix(".pxd")]
+    return hashlib.sha256(b"".join(path.read_bytes() for path in parts if path.exists())).hexdigest()
 
 
 def _located(name: str) -> tuple[str, Path]:
@@ -77,6 +90,39 @@ def load_source(name: str, as_name: str | None = None) -> ModuleType:
     it must live in the same package, whose relative imports it shares.
     """
     return _exec_source(as_name or name, _located(name)[1])
+
+
+def load_sources(names: tuple[str, ...]) -> dict[str, ModuleType]:
+    """The modules ``names`` (in the order they import each other) run from their ``.py`` files, each
+    importing the others' sources, not their builds: a second copy of them, beside the modules the
+    package runs, which sys.modules and the package keep (for comparing builds with their sources).
+
+    Example:
+        >>> import dtensor_np
+        >>> copies = load_sources(("dtensor_np.plan_graph", "dtensor_np.plan_search"))
+        >>> copies["dtensor_np.plan_search"].search_state.__module__, copies["dtensor_np.plan_graph"].__file__[-3:]
+        ('dtensor_np.plan_graph', '.py')
+    """
+    kept = {name: (sys.modules.get(name), getattr(sys.modules[name.rpartition(".")[0]], name.rpartition(".")[2], None))
+            for name in names}
+    copies = {}
+    try:
+        for name in names:
+            source = _located(name)[1]
+            sys.modules.pop(name, None)
+            copies[name] = _exec_source(name, source)
+    finally:
+        for name, (module, attribute) in kept.items():
+            package, _, base = name.rpartition(".")
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+            if attribute is None:
+                sys.modules[package].__dict__.pop(base, None)
+            else:
+                setattr(sys.modules[package], base, attribute)
+    return copies
 
 
 def _exec_source(as_name: str, path: Path) -> ModuleType:
@@ -108,62 +154,57 @@ def load(name: str) -> ModuleType:
     if pure_requested():
         _status[name] = f"source ({PURE_ENV})"
         return _exec_source(name, source)
-    module = _fresh_build(name, source)
+    module = _fresh_build(name)
     if module is not None:
         _status[name] = "compiled"
         return module
     sys.modules.pop(name, None)
     _status[name] = "source (stale build)"
-    _warn_stale(name, origin, source, "running the source")
+    _warn_stale(name, origin, source)
     return _exec_source(name, source)
 
 
-def _fresh_build(name: str, source: Path) -> ModuleType | None:
-    """The build of ``name`` if it imports and was built from ``source`` (its ``SOURCE_SHA256``), else None."""
+def _fresh_build(name: str) -> ModuleType | None:
+    """The build of ``name`` if it imports and was built from the sources beside it (its ``SOURCE_SHA256``),
+    else None."""
     try:
         module = importlib.import_module(name)
-        return module if getattr(module, "SOURCE_SHA256", None) == source_hash(source) else None
+        return module if getattr(module, "SOURCE_SHA256", None) == source_hash(name) else None
     except Exception:  # a stale build may not even import against today's sources
         return None
 
 
-def _warn_stale(name: str, origin: str, source: Path, instead: str) -> None:
+def _warn_stale(name: str, origin: str, source: Path) -> None:
     warnings.warn(f"{name}: the compiled build ({Path(origin).name}) was not built from this {source.name} "
-                  f"(or does not import); {instead}, slower, until it is rebuilt (pip install -e .)",
+                  f"(or does not import); running the source, slower, until it is rebuilt (pip install -e .)",
                   RuntimeWarning, stacklevel=3)
 
 
-def load_core(name: str) -> ModuleType | None:
-    """Imports the core ``name`` (:data:`CORES`) if it is built, from the ``.pyx`` beside it, and
-    :data:`PURE_ENV` is unset; else None, and importing it raises ImportError (its user then runs
-    its Python twin)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    source = Path(__file__).with_name(name.rpartition(".")[2] + ".pyx")
-    spec = importlib.util.find_spec(name)
-    if pure_requested():
-        _status[name] = f"off ({PURE_ENV})"
-    elif spec is None or spec.origin is None:
-        _status[name] = "not built"
-    else:
-        module = _fresh_build(name, source)
-        if module is not None:
-            _status[name] = "compiled"
-            return module
-        _status[name] = "off (stale build)"
-        _warn_stale(name, spec.origin, source, "searching in Python")
-    sys.modules[name] = None  # type: ignore[assignment]  # an import of it raises ImportError
-    return None
+def twin(name: str) -> ModuleType:
+    """Module ``name`` (of :data:`COMPILED`) run from its source beside its build, as
+    ``<package>._<module>_source``, loaded once; ``name`` itself where that runs from its source.  The
+    same text as the build, for what the build cannot hold (plan_core's fixed sizes).
+
+    Example:
+        >>> import dtensor_np
+        >>> twin("dtensor_np.plan_core").__file__.endswith("plan_core.py")
+        True
+    """
+    module = importlib.import_module(name)
+    if getattr(module, "__file__", "").endswith(".py"):
+        return module
+    package, _, base = name.rpartition(".")
+    as_name = f"{package}._{base}_source"
+    return sys.modules.get(as_name) or load_source(name, as_name)
 
 
 def status() -> dict[str, str]:
     """For each module of :data:`COMPILED`: ``"compiled"``, ``"source"`` (no build),
-    ``"source (stale build)"`` or ``"source (DTENSOR_NP_PURE)"``; of :data:`CORES`: ``"compiled"``,
-    ``"not built"``, ``"off (stale build)"`` or ``"off (DTENSOR_NP_PURE)"``.
+    ``"source (stale build)"`` or ``"source (DTENSOR_NP_PURE)"``.
 
     Example:
         >>> import dtensor_np
         >>> sorted(status())
-        ['dtensor_np._search_core', 'dtensor_np.plan_search']
+        ['dtensor_np.plan_core', 'dtensor_np.plan_graph', 'dtensor_np.plan_problem', 'dtensor_np.plan_rewrites', 'dtensor_np.plan_search']
     """
-    return {name: _status.get(name, "not imported") for name in CORES + COMPILED}
+    return {name: _status.get(name, "not imported") for name in COMPILED}

@@ -204,3 +204,41 @@ def test_collectives_imports_nothing_from_dtensor_np(package):
     edges = _edges(_modules())
     offenders = {v: sorted(w for w in ws if w.startswith("dtensor_np")) for v, ws in edges.items() if v.startswith(package)}
     assert {v: ws for v, ws in offenders.items() if ws} == {}
+
+
+def test_the_planner_search_has_one_source():
+    """The planner's search is one text: dtensor_np/plan_core.py, run as Python or compiled by Cython from
+    that very file (its C types in plan_core.pxd, which holds declarations only).  No .pyx (or other
+    second implementation) in the packages; the search's functions are defined in plan_core.py alone;
+    every module dtensor_np.native lists for compiling (with Cython or mypyc) is a .py of the package,
+    and a build of it that the package runs was compiled from that .py (its SOURCE_SHA256,
+    dtensor_np.native.source_hash)."""
+    import re
+    import sys
+
+    from dtensor_np import native
+
+    seconds = [path for package in PACKAGES for pattern in ("*.pyx", "*.pxi")
+               for path in sorted((ROOT / package).rglob(pattern))]
+    assert seconds == []
+    search = {"bound_of", "tight", "successors", "reductions", "astar", "probes"}
+    defined: dict[str, list[str]] = {}
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and (node.name in search or node.name == "Core"):
+                defined.setdefault(node.name, []).append(name)
+    assert defined == {name: ["dtensor_np.plan_core"] for name in search | {"Core"}}
+    for pxd in sorted((ROOT / "dtensor_np").rglob("*.pxd")):
+        assert pxd.with_suffix(".py").exists(), pxd
+        # declarations only: a struct, enum or class header ends a line with ':', a function never does
+        bodies = [line for line in pxd.read_text().splitlines()
+                  if re.match(r"\s*(cdef|cpdef|def)\b", line) and line.rstrip().endswith(":")
+                  and not re.match(r"\s*cdef\s+(struct|enum|class|extern|union)\b", line)]
+        assert bodies == [], (pxd, bodies)
+    assert ".pyx" not in (ROOT / "setup.py").read_text()
+    assert sorted(native.COMPILED) == sorted(native.CYTHON + native.MYPYC)
+    for name in native.COMPILED:
+        assert (ROOT / Path(*name.split(".")).with_suffix(".py")).exists(), name
+        module = sys.modules.get(name)
+        if module is not None and not module.__file__.endswith(".py"):
+            assert module.SOURCE_SHA256 == native.source_hash(name), name
