@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from .plan_graph import COLLECTIVES
-from .plan_problem import IMove, Problem, Walk, collectives, growth
+from .plan_problem import IMove, Problem, Walk, growth
 
 __all__ = ["fold_moves", "improve_locally", "merge_gathers", "park_early", "reorder_moves"]
 

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # meshes, placements, specs and where they run
     ("placements", "mesh", "spec", "devices", "runtime"),
     # the redistribute planner: pure functions of specs
-    ("plan_search", "planner"),
+    ("cython_shim", "plan_graph", "plan_core", "plan_problem", "plan_rewrites", "plan_search", "planner"),
     # sharding rules, plan runners, construction from local shards and from plain arrays, the call cache
     ("propagation", "redistribute", "from_local", "constants", "fast_path"),
     # running a NumPy call on DTensors
