@@ -69,6 +69,18 @@ def frozen(value: Any) -> Hashable:
     return value
 
 
+_ENDS = frozenset({int, type(None)})
+
+
+def _slice_key(value: slice) -> Optional[Hashable]:
+    """A slice's key: its ends' types and values (``slice(1, None)`` is not ``slice(1.0, None)``)."""
+    start, stop, step = value.start, value.stop, value.step
+    if start.__class__ in _ENDS and stop.__class__ in _ENDS and step.__class__ in _ENDS:
+        return (slice, start.__class__, start, stop.__class__, stop, step.__class__, step)
+    ends = (static_key(start), static_key(stop), static_key(step))
+    return None if None in ends else (slice, *ends)
+
+
 def static_key(value: Any) -> Optional[Hashable]:
     """The typed key of a static argument (see the module doc), or None for a value that has none.
 
@@ -91,6 +103,11 @@ def static_key(value: Any) -> Optional[Hashable]:
             vc = v.__class__
             if vc in PLAIN_TYPES:
                 items.append((vc, v))
+            elif vc is slice:
+                item = _slice_key(v)
+                if item is None:
+                    return None
+                items.append(item)
             else:
                 item = static_key(v)
                 if item is None:
@@ -98,8 +115,7 @@ def static_key(value: Any) -> Optional[Hashable]:
                 items.append(item)
         return tuple(items)
     if c is slice:
-        ends = (static_key(value.start), static_key(value.stop), static_key(value.step))
-        return None if None in ends else (slice, *ends)
+        return _slice_key(value)
     if c in _COMPLEX_TYPES:
         return (c, repr(value))
     if c is dict:

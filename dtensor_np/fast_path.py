@@ -132,6 +132,9 @@ def call_key(head: Any, args: tuple, kwargs: Optional[Mapping[str, Any]] = None)
                     return (head, ca, a if a == a and a != 0 else repr(a), b._spec)
                 if ca in _PLAIN:
                     return (head, ca, a, b._spec)
+            if ca in _BUILDERS and cb not in _FLOATS and cb not in _PLAIN:  # an index, a static tuple
+                item = static_key(b)
+                return None if item is None else (head, a._spec, item)
         elif n == 1:
             a = args[0]
             if a.__class__ in _BUILDERS:

@@ -415,14 +415,14 @@ class DTensorView(DTensor):
     @classmethod
     def over(cls, base: DTensor, chain: tuple[Step, ...], value: DTensor) -> "DTensorView":
         """The view of ``base`` by ``chain`` whose current value is ``value`` (worked out from the base now)."""
-        view = object.__new__(cls)
-        _set_shards(view, value._shards)
-        _set_spec(view, value._spec)
+        view = _new(cls)
+        _set_shards(view, _get_shards(value) if value.__class__ is DTensor else value._shards)
+        _set_spec(view, _get_spec(value) if value.__class__ is DTensor else value._spec)
         _set_namespace(view, value._namespace)
-        _set(view, "_base", base)
-        _set(view, "_chain", chain)
-        _set(view, "_seen", _get_shards(base))
-        _set(view, "_twin_cache", False)
+        _SET_BASE(view, base)
+        _SET_CHAIN(view, chain)
+        _SET_SEEN(view, _get_shards(base))
+        _SET_TWIN(view, False)
         return view
 
     # the value, worked out again when the base was written since
@@ -516,6 +516,13 @@ class DTensorView(DTensor):
         self._base._rebind(new)
 
 
+_new = object.__new__
+_SET_BASE = DTensorView._base.__set__  # type: ignore[attr-defined]  # the view's own slots, set fast
+_SET_CHAIN = DTensorView._chain.__set__  # type: ignore[attr-defined]
+_SET_SEEN = DTensorView._seen.__set__  # type: ignore[attr-defined]
+_SET_TWIN = DTensorView._twin_cache.__set__  # type: ignore[attr-defined]
+
+
 def _owner(x: DTensor) -> DTensor:
     """``x``'s current value as a plain DTensor (a view or strided array's shards and spec, no copy)."""
     if x.__class__ is DTensor:
@@ -528,22 +535,18 @@ def _owner(x: DTensor) -> DTensor:
 
 
 # -- making views (called by DTensor's methods and NumPy protocols) --------------------------------------
-def _base_and_chain(x: DTensor) -> tuple[DTensor, tuple[Step, ...]]:
-    if isinstance(x, DTensorView):
-        return x._base, x._chain
-    return x, ()
-
-
 def view_of(x: DTensor, step: Step, value: DTensor) -> DTensorView:
     """``value`` (the result of ``step`` on ``x``) as a view of ``x``'s base."""
-    base, chain = _base_and_chain(x)
-    return DTensorView.over(base, chain + (step,), value)
+    if x.__class__ is DTensorView:
+        return DTensorView.over(x._base, x._chain + (step,), value)
+    return DTensorView.over(x, (step,), value)
 
 
 def _reshape_step(x: DTensor, shape: tuple[int, ...], order: str) -> Optional[ReshapeStep]:
     """A view step for ``x.reshape(shape, order=order)`` where NumPy views it, else None."""
-    if reshape_view_strides(x.shape, twin_strides(x), x.dtype, shape, order) is None:
-        return None
+    twin = twin_strides(x)
+    if not (twin is None and order == "C") and reshape_view_strides(x.shape, twin, x.dtype, shape, order) is None:
+        return None  # (a C-contiguous array reshapes in C order without a copy, always)
     return ReshapeStep(shape, order)
 
 
@@ -568,18 +571,39 @@ def _index_view(x: DTensor, index: Any, result: DTensor) -> DTensor:
 
 
 def _permutation(fn: Callable[..., Any], x: DTensor, args: tuple, kwargs: dict) -> tuple[int, ...]:
-    """The permutation of the dims that ``fn(x, *args, **kwargs)`` makes (NumPy's, on a proxy of distinct sizes)."""
+    """The permutation of the dims that ``fn(x, *args, **kwargs)`` makes (NumPy's, on a proxy of distinct sizes;
+    kept per function, number of dims and arguments)."""
     ndim = x.ndim
-    probe = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), shape=tuple(range(2, ndim + 2)),
-                                            strides=(0,) * ndim)
-    return tuple(n - 2 for n in fn(probe, *args, **kwargs).shape)
+    if not args and not kwargs and fn is np.transpose:
+        return tuple(range(ndim - 1, -1, -1))
+    key = (fn, ndim, static_key(args), static_key(kwargs))
+    found = _PERMUTATIONS.get(key) if None not in key else None
+    if found is None:
+        probe = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), shape=tuple(range(2, ndim + 2)),
+                                                strides=(0,) * ndim)
+        found = tuple(n - 2 for n in fn(probe, *args, **kwargs).shape)
+        if None not in key:
+            _PERMUTATIONS.put(key, found)
+    return found
+
+
+_PERMUTATIONS = BoundedCache(1024, name="dtensor_np.view_permutations")
 
 
 def _permuting(fn: Callable[..., Any]) -> Callable[[tuple, dict, DTensor], DTensor]:
     def make(args: tuple, kwargs: dict, result: DTensor) -> DTensor:
         x = args[0]
+        if fn is np.transpose and len(args) == 1 and not kwargs:  # x.T, np.transpose(x): one step per ndim
+            ndim = len(result.shape)
+            step = _REVERSED.get(ndim)
+            if step is None:
+                step = _REVERSED[ndim] = TransposeStep(tuple(range(ndim - 1, -1, -1)))
+            return view_of(x, step, result)
         return view_of(x, TransposeStep(_permutation(fn, x, tuple(args[1:]), dict(kwargs))), result)
     return make
+
+
+_REVERSED: dict[int, TransposeStep] = {}  # the steps of .T (steps are immutable values)
 
 
 def _reshape_view(args: tuple, kwargs: dict, result: DTensor) -> DTensor:
