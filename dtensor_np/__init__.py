@@ -36,6 +36,7 @@ from .devices import Sharding
 from .dtensor import DTensor, distribute_tensor
 from . import views  # noqa: F401  (NumPy's views: registers them with DTensor)
 from . import constants  # noqa: F401  (plain arrays in a call: replicated constants)
+from . import functions  # noqa: F401  (NumPy functions that are compositions of others)
 from .errors import ShardingError
 from .layout import Layout
 from .local_tensor import LocalTensor, local_map

@@ -56,6 +56,7 @@ from .mesh import DeviceMesh
 from .placements import Partial, Placement, Replicate, placements_str
 from .planner import plan_flag
 from .propagation.elementwise import ASTYPE
+from .propagation.registry import composite_of
 from .sharded import register_sharded_type
 from .redistribute import full_replicator, redistribute_shards, redistribution
 from .runtime import backend_for
@@ -398,7 +399,15 @@ class DTensor(NDArrayOperatorsMixin):
         out = kwargs.pop("out", None) if "out" in kwargs else None
         key = call_key(func, args, kwargs) if out is None else None
         entry = _fast_get(key) if key is not None else None
-        result = entry(args) if entry is not None else dispatch(func, args, kwargs, key)
+        if entry is not None:
+            result = entry(args)
+        else:
+            composite = composite_of(func)  # a composition of functions with rules (np.hstack, np.median...)
+            if composite is not None:
+                if out is not None:
+                    kwargs["out"] = out
+                return composite(*args, **kwargs)
+            result = dispatch(func, args, kwargs, key)
         view = _HOOKS.function_views.get(func)
         if view is not None:
             result = view(args, kwargs, result)

@@ -654,7 +654,7 @@ def _flip_view(args: tuple, kwargs: dict, result: DTensor) -> DTensor:
     axis = kwargs.get("axis", args[1] if len(args) > 1 else None)
     axes = range(x.ndim) if axis is None else {a % x.ndim for a in (axis if isinstance(axis, tuple) else (axis,))}
     index = tuple(slice(None, None, -1) if d in axes else slice(None) for d in range(x.ndim))
-    return view_of(x, IndexStep(index), result)
+    return view_of(x, IndexStep(index), result) if basic_view_index(index, x.ndim) else result  # 0-d: a scalar
 
 
 def _real_view(args: tuple, kwargs: dict, result: DTensor) -> DTensor:

@@ -45,6 +45,7 @@ from ..arrays import astype
 from ..mesh import DeviceMesh
 from ..placements import Replicate
 from ..propagation import decide, rule_of
+from ..propagation.registry import composite_of
 from ..propagation.index_plan import concrete_index
 from ..propagation.reorder import DATA_DEPENDENT_SHAPE, data_dependent_call
 from ..sharded import SpecArg
@@ -274,6 +275,9 @@ class Tracer(NDArrayOperatorsMixin):
         return self._recorder.record(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        composite = composite_of(func)
+        if composite is not None:  # recorded as the calls it is made of
+            return composite(*args, **kwargs)
         return self._recorder.record(func, "__call__", args, kwargs)
 
     def __getitem__(self, index: Any) -> Any:

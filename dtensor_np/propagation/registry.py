@@ -32,6 +32,9 @@ __all__ = [
     "decide",
     "registered_ops",
     "registered_callables",
+    "register_composite",
+    "composite_of",
+    "registered_composites",
 ]
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +121,46 @@ def rule_for(func: Any) -> OpRule:
     if rule is None:
         raise no_rule_error(func)
     return rule
+
+
+_COMPOSITES: dict[Any, Callable[..., Any]] = {}
+
+
+def register_composite(*funcs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``impl`` as the implementation of NumPy functions that are compositions of others (``np.hstack`` is
+    ``np.concatenate`` of ``np.atleast_1d``): used as ``@register_composite(np.hstack)``.
+
+    A composite calls only NumPy functions and array methods on its arguments, so the same code runs on DTensors
+    (each call through its own rule: the composite's collectives are theirs) and on the tracer's arrays (the
+    calls recorded one by one).  A callable with a rule uses its rule.
+
+    Example:
+        >>> import numpy as np
+        >>> composite_of(np.hstack).__name__
+        'hstack'
+    """
+
+    def add(impl: Callable[..., Any]) -> Callable[..., Any]:
+        for f in funcs:
+            if f in _RULES:
+                raise ValueError(f"{getattr(f, '__name__', f)} has a sharding rule; expected a callable without one")
+            _COMPOSITES[f] = impl
+        return impl
+
+    return add
+
+
+def composite_of(func: Any) -> Optional[Callable[..., Any]]:
+    """The composite implementation of a NumPy callable (:func:`register_composite`), or None."""
+    try:
+        return _COMPOSITES.get(func)
+    except TypeError:
+        return None
+
+
+def registered_composites() -> list[Any]:
+    """Every NumPy callable with a composite implementation."""
+    return list(_COMPOSITES)
 
 
 def registered_ops() -> list[str]:

@@ -1,0 +1,115 @@
+"""Every covered name of NumPy's API (dtensor_np.numpy_catalogue), on DTensors against NumPy.
+
+Each :class:`~dtensor_np.numpy_catalogue.Case` runs on its input placed three
+ways on a 1-D mesh: sharded on a dim the op does not work along
+(``untouched``), sharded on the dim it works along (``axis``), replicated; with
+5 rows over 2, 3 and 4 ranks the shards are uneven, over 4 ranks of 4 columns
+one is empty where a case shards 4 columns over ... (every case's shape is its
+own).  The result equals NumPy's (values, shape, dtype; a DTensor where NumPy
+gives an array, a Python or NumPy scalar where NumPy gives one), on every rank,
+and the untouched and replicated placements issue no collective (the walk of
+"no collective along untouched axes" over every name).  Simulated on 1 to 4
+ranks; under ``mpiexec -n 2`` one job per module of cases.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dtensor_np as dt
+from collectives import comm_counter
+from dtensor_np import Replicate, Shard
+from dtensor_np.functions import catalogue_cases
+from dtensor_np.numpy_catalogue import Case
+
+GROUPS = sorted({group for group, _, _ in catalogue_cases()})
+
+
+def _as_numpy(value: Any) -> Any:
+    if isinstance(value, dt.DTensor):
+        full = value.full_tensor()
+        return full.get() if hasattr(full, "get") and not isinstance(full, np.ndarray) else np.asarray(full)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_as_numpy(v) for v in value)
+    return value
+
+
+def _compare(name: str, got: Any, want: Any, case: Case) -> list[str]:
+    """``got`` (from DTensors, gathered) against NumPy's ``want``: structure, type of the results, values."""
+    if isinstance(want, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(want):
+            return [f"{name}: expected a sequence of {len(want)}, got {type(got).__name__}"]
+        return [e for i, (g, w) in enumerate(zip(got, want)) for e in _compare(f"{name}[{i}]", g, w, case)]
+    if isinstance(want, np.ndarray):
+        if not isinstance(got, np.ndarray):
+            return [f"{name}: expected an array (a DTensor), got {type(got).__name__}"]
+        if got.shape != want.shape or got.dtype != want.dtype:
+            return [f"{name}: shape/dtype {got.shape} {got.dtype}, NumPy's {want.shape} {want.dtype}"]
+    got_a, want_a = np.asarray(got), np.asarray(want)
+    if case.tolerance and want_a.dtype.kind in "fc":
+        eps = np.finfo(want_a.dtype).eps * case.tolerance
+        ok = np.allclose(got_a, want_a, rtol=eps, atol=eps, equal_nan=True)
+    else:
+        ok = got_a.shape == want_a.shape and bool(np.all((got_a == want_a) | (got_a != got_a) & (want_a != want_a)))
+    return [] if ok else [f"{name}: {got_a.tolist()} != NumPy's {want_a.tolist()}"]
+
+
+def _family(error: Exception) -> type:
+    """The exception family NumPy's error belongs to (a ``ValueError`` or a ``TypeError``; else its own type)."""
+    for family in (IndexError, ValueError, TypeError):
+        if isinstance(error, family):
+            return family
+    return type(error)
+
+
+def _placements(case: Case) -> list[tuple[str, Any]]:
+    out = []
+    if case.untouched is not None:
+        out.append(("untouched", Shard(case.untouched)))
+    if case.axis is not None:
+        out.append(("axis", Shard(case.axis)))
+    out.append(("replicated", Replicate()))
+    return out
+
+
+@pytest.mark.worlds(simulated=(1, 2, 3, 4), mpi=(2,))
+@pytest.mark.parametrize("group", GROUPS)
+def test_every_covered_name_matches_numpy(world, group):
+    mesh = dt.DeviceMesh((world.size,), backend=world.kind)
+    errors: list[str] = []
+    for case_group, name, case in catalogue_cases():
+        if case_group != group:
+            continue
+        a = case.input()
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            try:
+                want = case.call(a.copy())
+            except Exception as e:  # noqa: BLE001 - NumPy refuses: so must dtensor_np, with the same kind
+                want = e
+            for kind, placement in _placements(case):
+                x = dt.distribute_tensor(a, mesh, [placement])
+                where = f"{name} {kind} {placement}"
+                try:
+                    with comm_counter() as counter:
+                        got = case.call(x)
+                except Exception as e:  # noqa: BLE001
+                    if not isinstance(want, Exception) or not isinstance(e, _family(want)):
+                        errors.append(f"{where}: raised {type(e).__name__}: {e}; NumPy "
+                                      f"{'raised ' + repr(want) if isinstance(want, Exception) else 'did not'}")
+                    continue
+                if isinstance(want, Exception):
+                    errors.append(f"{where}: NumPy raised {want!r}, dtensor_np did not")
+                    continue
+                if kind != "axis" and counter.total:
+                    errors.append(f"{where}: communicated {counter} (a dim the op does not work along, or replicated)")
+                with dt.implicit_gather("allow"):
+                    errors += _compare(where, _as_numpy(got), want, case)
+    if world.kind == "mpi":
+        every = world.backend.comm.allgather(errors)
+        errors = [f"process {i}: {e}" for i, es in enumerate(every) for e in es]
+    assert not errors, "\n".join(errors[:20]) + (f"\n... and {len(errors) - 20} more" if len(errors) > 20 else "")
