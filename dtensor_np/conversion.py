@@ -73,7 +73,8 @@ def implicit_gather_mode() -> str:
 
 @contextlib.contextmanager
 def implicit_gather(mode: str) -> Iterator[None]:
-    """Inside the block, ``np.asarray(x)`` of a DTensor ``raise``s, ``warn``s or is ``allow``ed silently.
+    """Inside the block, ``np.asarray(x)`` of a DTensor raises (``"raise"``), warns (``"warn"``) or gathers silently
+    (``"allow"``).
 
     Every rank must use the same mode (it decides whether a collective runs).
 

@@ -387,6 +387,11 @@ class DTensor(NDArrayOperatorsMixin):
             entry = _fast_get(key)
             if entry is not None:
                 return entry(inputs)
+        composite = composite_of(ufunc) if method == "__call__" else None
+        if composite is not None:  # a gufunc made of others (np.matvec)
+            if out is not None:
+                kwargs["out"] = out
+            return composite(*inputs, **kwargs)
         result = dispatch_ufunc(ufunc, method, inputs, kwargs, key)
         if key is None and method == "__call__":  # views or strided inputs: NumPy's order="K" for the result
             result = _HOOKS.layout(ufunc, inputs, result)

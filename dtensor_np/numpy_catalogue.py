@@ -11,6 +11,9 @@ covered name communicates, found by running its case on a simulated mesh), and
 ``tests/test_numpy_api.py`` runs every case against NumPy on every placement
 kind; neither is written by hand per name.
 
+A case keyed ``"numpy.name: how"`` calls the same name another way (in
+place, another dtype): the tests run it, the table shows the plain name's.
+
 Cases come from the modules that implement the names (``CASES`` in
 :mod:`dtensor_np.functions` modules) and from :data:`RULE_CASES` (names with a
 sharding rule); refusals from :data:`REFUSED`.
@@ -28,7 +31,7 @@ from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
-__all__ = ["Case", "Refused", "Entry", "numpy_names"]
+__all__ = ["Case", "Refused", "Entry", "numpy_names", "outcome"]
 
 
 @dataclass(frozen=True)
@@ -60,9 +63,14 @@ class Case:
 
 @dataclass(frozen=True)
 class Refused:
-    """A name that takes no DTensor, and why (what to use instead)."""
+    """A name that takes no DTensor, and why (what to use instead).
+
+    ``applicable``: False where the name takes no array at all (it makes one from Python values, configures
+    NumPy, reads a file, names a dtype): such names are left out of the coverage count.
+    """
 
     reason: str
+    applicable: bool = True
 
 
 Entry = Union[Case, Refused]
@@ -87,3 +95,29 @@ def numpy_names() -> list[str]:
             names.append(f"{prefix}.{name}")
     names += [f"ndarray.{name}" for name in dir(np.ndarray) if not name.startswith("_")]
     return sorted(set(names))
+
+
+def outcome(result: Any, counts: dict[str, int], implicit_gathers: int = 0) -> str:
+    """One cell of the comparison table: the result's placements, then the collectives that made it.
+
+    ``S(0) · all_to_all`` reads: the result is ``Shard(0)``, one ``all_to_all`` ran; ``R, R`` two replicated
+    results, nothing moved; ``int`` a Python or NumPy scalar.  The same text is recorded in the documentation's
+    table and checked by ``tests/test_numpy_api.py`` on 2 ranks.
+
+    Example:
+        >>> outcome(3.0, {"all_reduce": 1, "all_gather": 0})
+        'float · all_reduce'
+    """
+    results = result if isinstance(result, (tuple, list)) else (result,)
+    kinds = []
+    for r in results:
+        placements = getattr(r, "placements", None)
+        if placements is not None:
+            kinds.append("".join(str(p) for p in placements))
+        else:
+            kinds.append("dtype" if isinstance(r, np.dtype) else type(r).__name__)
+    text = f"{len(kinds)} × {kinds[0]}" if len(kinds) > 3 and len(set(kinds)) == 1 else ", ".join(kinds)
+    moved = " + ".join(f"{n} {k}" if n > 1 else k for k, n in sorted(counts.items()) if n)
+    if implicit_gathers:
+        moved = (moved + " + " if moved else "") + f"{implicit_gathers} implicit gather"
+    return text + (f" · {moved}" if moved else "")

@@ -8,7 +8,8 @@
   docstring with an example (``>>>``); a constant or type alias, which cannot
   carry a docstring of its own, appears in a ``>>>`` line of its module's
   docstring.
-* The operation table names exactly the registered rules.
+* The comparison table names every name of NumPy's API, and the committed
+  snapshot (``docs/numpy_api.json``) says what the code does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import doctest
 import importlib
 import inspect
+import json
 import re
 import sys
 from pathlib import Path
@@ -100,35 +102,38 @@ def test_the_api_reference_documents_every_public_module():
         assert f".. automodule:: {modname}" in page
 
 
-def _rule_table():
-    """docs/_ext/rule_table.py, the documentation's tool that runs every rule (not a module of the package)."""
+def _api_table():
+    """docs/_ext/api_table.py, the documentation's tool that runs the catalogue (not a module of the package)."""
     sys.path.insert(0, str(DOCS / "_ext"))
     try:
-        import rule_table
+        import api_table
     finally:
         sys.path.remove(str(DOCS / "_ext"))
-    return rule_table
+    return api_table
 
 
-def test_operation_table_names_exactly_the_registered_rules():
-    coverage = _rule_table()
-    from dtensor_np.propagation.registry import registered_callables
-
-    registered = {coverage.qualified_name(f) for f in registered_callables()}
-    rows = coverage.coverage_rows()
-    assert {r.name for r in rows} == registered
-    assert len(rows) == len(registered)
-    table = coverage.markdown_table().split("## Array methods")[0]
-    named = set(re.findall(r"^\| `([\w.]+)` \|", table, re.M))
-    assert named == registered, (sorted(registered - named), sorted(named - registered))
-    probed = [r.name for r in rows if "not probed" in r.cells["R"]]
-    assert probed == [], f"rules without a probe call in docs/_ext/rule_table.py: {probed}"
+def test_the_comparison_table_snapshot_matches_the_code():
+    """docs/numpy_api.json says what every name does; the docs build fails on the same comparison."""
+    table = _api_table()
+    diff = table.differences(table.table_rows(), json.loads(table.SNAPSHOT.read_text()))
+    assert not diff, "run `python docs/_ext/api_table.py --write` after a deliberate change:\n" + "\n".join(diff[:30])
 
 
-def test_operation_table_rows_say_what_runs():
-    coverage = _rule_table()
-    rows = {r.name: r for r in coverage.coverage_rows()}
-    assert rows["numpy.sum"].cells == {"S(untouched)": "S(0)", "S(op axis)": "P(sum)", "R": "R", "P(sum)": "P(sum)"}
-    assert rows["numpy.exp"].cells["P(sum)"] == "R · all_reduce"
-    assert rows["numpy.linalg.inv"].cells["S(op axis)"] == "S(0) · all_to_all"
-    assert rows["numpy.exp"].traceable
+def test_the_comparison_table_names_every_name_of_numpys_api():
+    from dtensor_np.numpy_catalogue import numpy_names
+
+    table = _api_table()
+    rows = table.table_rows()
+    assert sorted(rows) == numpy_names()
+    text = table.markdown_table(rows)
+    named = re.findall(r"^\| `([\w.]+)` \| (?:local|moves|gathers|refused|n/a|missing) \|", text, re.M)
+    assert sorted(named) == sorted(rows)
+
+
+def test_the_comparison_table_says_what_runs():
+    rows = _api_table().table_rows()
+    assert rows["numpy.sum"]["cells"] == {"S(untouched)": "S(0)", "S(op axis)": "P(sum)", "R": "R", "P(sum)": "P(sum)"}
+    assert rows["numpy.exp"]["cells"]["P(sum)"] == "R · all_reduce"
+    assert rows["numpy.linalg.inv"]["cells"]["S(op axis)"] == "S(0) · all_to_all"
+    assert rows["numpy.exp"]["traceable"] and rows["numpy.exp"]["status"] == "local"
+    assert rows["numpy.abs"] == rows["numpy.absolute"]  # an alias shares its entry

@@ -15,14 +15,18 @@ Example:
     (2, 6)
 """
 
-from typing import Iterator
+from typing import Any, Iterator
 
-from ..numpy_catalogue import Case
-from . import joining
+import numpy as np
 
-__all__ = ["FAMILIES", "catalogue_cases", "joining"]
+from ..numpy_catalogue import Case, Entry, numpy_names
+from . import elementwise, host, joining, metadata, products, ruled, viewing
 
-FAMILIES = {"joining": joining}
+__all__ = ["FAMILIES", "catalogue", "catalogue_cases", "elementwise", "host", "joining", "metadata", "products",
+           "ruled", "viewing"]
+
+FAMILIES = {"elementwise": elementwise, "host": host, "joining": joining, "metadata": metadata, "products": products,
+            "ruled": ruled, "viewing": viewing}
 """The modules of composites, by name: each registers its functions and lists their cases in ``CASES``."""
 
 
@@ -34,5 +38,39 @@ def catalogue_cases() -> Iterator[tuple[str, str, Case]]:
         True
     """
     for family, module in sorted(FAMILIES.items()):
-        for name, case in sorted(module.CASES.items()):
+        for name, case in sorted(getattr(module, "CASES", {}).items()):
             yield family, name, case
+
+
+def _resolve(name: str) -> Any:
+    """The object a qualified name (``numpy.abs``, ``numpy.linalg.norm``, ``ndarray.sum``) stands for."""
+    owner, _, attr = name.rpartition(".")
+    module = {"numpy": np, "numpy.linalg": np.linalg, "numpy.fft": np.fft, "ndarray": np.ndarray}.get(owner)
+    return getattr(module, attr, None) if module is not None else None
+
+
+def catalogue() -> dict[str, Entry]:
+    """Every name of :func:`~dtensor_np.numpy_catalogue.numpy_names` that the families cover or refuse, with
+    its entry; an alias (``numpy.abs`` is ``numpy.absolute``, ``numpy.concat`` is ``numpy.concatenate``)
+    shares the entry of the name it stands for.
+
+    Example:
+        >>> entries = catalogue()
+        >>> entries["numpy.abs"] is entries["numpy.absolute"]
+        True
+    """
+    entries: dict[str, Entry] = {}
+    for module in FAMILIES.values():
+        entries.update(getattr(module, "CASES", {}))
+        entries.update(getattr(module, "REFUSED", {}))
+    by_object = {}
+    for name, entry in entries.items():
+        obj = _resolve(name)
+        if obj is not None:
+            by_object.setdefault(id(obj), entry)
+    for name in numpy_names():
+        if name not in entries:
+            entry = by_object.get(id(_resolve(name)))
+            if entry is not None:
+                entries[name] = entry
+    return entries

@@ -272,6 +272,9 @@ class Tracer(NDArrayOperatorsMixin):
 
     # -- NumPy protocols -------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        composite = composite_of(ufunc) if method == "__call__" else None
+        if composite is not None:  # a gufunc made of others: recorded as the calls it is made of
+            return composite(*inputs, **kwargs)
         return self._recorder.record(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:

@@ -1,4 +1,5 @@
-"""Rules for elementwise ops: every NumPy ufunc, ``where``, ``clip``, ``real``/``imag``/``round``, ``astype`` and
+"""Rules for elementwise ops: every NumPy ufunc, ``where``, ``clip``, ``real``/``imag``/``round`` and the other
+functions of :data:`ONE_ARRAY_ELEMENTWISE` (``fix``, ``angle``, ``i0``, ``sinc``, ``isneginf``...), ``astype`` and
 ``zeros_like`` & co.
 
 Broadcasting follows :func:`pointwise_rule`.  Pending sums (``Partial``) flow
@@ -36,7 +37,7 @@ from .einop import pointwise_equation, pointwise_rule
 from ..sharded import array_operands, is_sharded
 from .registry import Decision, OpRule, register
 
-__all__ = ["elementwise_decision", "bind_operands"]
+__all__ = ["elementwise_decision", "bind_operands", "ONE_ARRAY_ELEMENTWISE"]
 
 _ADDITIVE = {np.add, np.subtract, np.negative, np.positive}
 _MULTIPLICATIVE = {np.multiply: (0, 1), np.divide: (0,), np.true_divide: (0,)}
@@ -213,7 +214,11 @@ def _one_array_rule(fn: Callable[..., Any]) -> OpRule:
     return OpRule(fn.__name__, bind, decide)
 
 
-for _fn in (np.real, np.imag, np.round, np.around):
+ONE_ARRAY_ELEMENTWISE = (np.real, np.imag, np.round, np.around, np.fix, np.angle, np.i0, np.sinc, np.isneginf,
+                         np.isposinf, np.iscomplex, np.isreal)
+"""NumPy functions (not ufuncs) elementwise in their one array argument: each runs on the local blocks, as is."""
+
+for _fn in ONE_ARRAY_ELEMENTWISE:
     register(_fn)(_one_array_rule(_fn))
 
 

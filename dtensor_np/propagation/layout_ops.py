@@ -46,7 +46,7 @@ from collectives import array_module, frozen
 
 from ..errors import ShardingError
 from ..placements import Placement, Replicate, Shard
-from ..sharded import is_sharded
+from ..sharded import array_operands, is_sharded
 from ..spec import DTensorSpec, TensorMeta
 from .common import axis_index, partial_free, replicate_mesh_dims, single_sharding
 from .indexing import GETITEM
@@ -106,6 +106,7 @@ register(np.broadcast_to)(OpRule("broadcast_to", _bind_broadcast_to, _decide_bro
 def _bind_broadcast_arrays(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
     if kwargs.pop("subok", False) or kwargs:
         raise ShardingError(f"numpy.broadcast_arrays on DTensors: expected only arrays, got {sorted(kwargs) or ['subok']}")
+    args = tuple(array_operands(args))  # plain arrays: replicated constants
     if not args or not all(is_sharded(a) for a in args):
         raise TypeError("numpy.broadcast_arrays: every array must be a DTensor; distribute plain arrays first")
     return tuple(args), None
@@ -132,6 +133,7 @@ def _bind_meshgrid(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable
     kwargs.pop("copy", None)
     if kwargs or options["indexing"] not in ("xy", "ij"):
         raise ValueError(f"numpy.meshgrid: expected indexing 'xy' or 'ij' and no other keywords, got {options} {sorted(kwargs)}")
+    args = tuple(array_operands(args))  # plain arrays: replicated constants
     if not args or not all(is_sharded(a) for a in args):
         raise TypeError("numpy.meshgrid: every array must be a DTensor; distribute plain arrays first")
     return tuple(args), (options["indexing"], options["sparse"])
@@ -354,7 +356,7 @@ register(np.take)(OpRule("take", _bind_take, GETITEM.decide))
 
 def _bind_take_along_axis(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
     given = named_arguments("numpy.take_along_axis", ("arr", "indices", "axis"), args, kwargs)
-    arr, indices = given.pop("arr", None), given.pop("indices", None)
+    arr, indices = array_operands([given.pop("arr", None), given.pop("indices", None)])
     if not (is_sharded(arr) and is_sharded(indices)):
         raise TypeError("numpy.take_along_axis: expected DTensors for arr and indices; distribute plain arrays first")
     axis = given.pop("axis", -1)
