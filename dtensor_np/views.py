@@ -65,6 +65,7 @@ __all__ = [
     "PartStep",
     "ReadOnlyStep",
     "twin_strides",
+    "memory_twins",
     "basic_view_index",
     "compose_basic",
     "READ_ONLY",
@@ -360,6 +361,34 @@ def _per_dim(shape: tuple[int, ...], index: Any) -> Optional[list[Any]]:
 def twin_strides(x: Any) -> Strides:
     """The strides of ``x``'s NumPy twin (None: C-contiguous); see :mod:`dtensor_np.strides`."""
     return getattr(x, "_twin", None)
+
+
+def memory_twins(*arrays: Any) -> list[Optional[np.ndarray]]:
+    """NumPy twins of ``arrays`` laid out over one buffer per owner (a view: its chain applied to its owner's
+    twin), so that ``np.shares_memory`` and ``np.may_share_memory`` of the twins answer for the DTensors; None
+    for anything that is not a DTensor (it shares no memory with one).  The twins read no data.
+
+    Example:
+        >>> import numpy as np, dtensor_np as dt
+        >>> a = dt.distribute_tensor(np.zeros((4, 3)), dt.DeviceMesh((2,)), [dt.Shard(0)])
+        >>> t = memory_twins(a[:2], a[2:], a[1:3, ::2])
+        >>> np.shares_memory(t[0], t[1]), np.shares_memory(t[0], t[2])
+        (False, True)
+    """
+    owners: dict[int, np.ndarray] = {}
+    twins: list[Optional[np.ndarray]] = []
+    for x in arrays:
+        if not is_sharded(x) or not isinstance(x, DTensor):
+            twins.append(None)
+            continue
+        owner = x._base if isinstance(x, DTensorView) else x
+        twin = owners.get(id(owner))
+        if twin is None:
+            twin = owners[id(owner)] = proxy(owner.shape, twin_strides(owner), owner.dtype)
+        for step in getattr(x, "_chain", ()):
+            twin = step.twin(twin)
+        twins.append(twin)
+    return twins
 
 
 _set_shards = DTensor._shards.__set__  # type: ignore[attr-defined]

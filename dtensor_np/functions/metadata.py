@@ -1,6 +1,7 @@
 """NumPy functions that read an array's dtype or shape only: ``result_type``, ``can_cast``, ``min_scalar_type``,
 ``common_type``, ``iscomplexobj``, ``isrealobj``, ``einsum_path``, ``tril_indices_from``, ``triu_indices_from``,
-``diag_indices_from``, ``apply_over_axes``.
+``diag_indices_from``, ``apply_over_axes``; ``shares_memory`` and ``may_share_memory`` (NumPy's answers for the
+views' layouts over their owner: :func:`dtensor_np.views.memory_twins`).
 
 None of them moves data: the dtype and the shape are on every rank (``min_scalar_type`` of a 0-d array reads
 its one value, replicated or reduced like ``item()``).  The index functions return NumPy arrays, as NumPy does
@@ -22,9 +23,10 @@ import numpy as np
 
 from ..numpy_catalogue import Case
 from ..propagation.registry import register_composite
+from ..views import memory_twins
 
 __all__ = ["CASES", "result_type", "can_cast", "min_scalar_type", "common_type", "iscomplexobj", "isrealobj",
-           "einsum_path", "tril_indices_from", "triu_indices_from", "diag_indices_from", "apply_over_axes"]
+           "einsum_path", "tril_indices_from", "triu_indices_from", "diag_indices_from", "apply_over_axes", "shares_memory", "may_share_memory"]
 
 
 def _dtype_of(value: Any) -> Any:
@@ -125,7 +127,35 @@ def apply_over_axes(func: Callable[..., Any], a: Any, axes: Any) -> Any:
     return value
 
 
+def _memory(numpy_function: Callable[..., bool]) -> Callable[..., bool]:
+    def shares(a: Any, b: Any, max_work: Any = None) -> bool:
+        twin_a, twin_b = memory_twins(a, b)
+        if twin_a is None or twin_b is None:
+            return False  # a DTensor shares no memory with an ndarray; two ndarrays are not dispatched here
+        return bool(numpy_function(twin_a, twin_b, max_work=max_work))
+
+    shares.__name__ = numpy_function.__name__
+    shares.__doc__ = (f"``np.{numpy_function.__name__}``: NumPy's answer for the two arrays' layouts over their owner "
+                      "(views of one DTensor; different DTensors share nothing).")
+    return shares
+
+
+shares_memory = register_composite(np.shares_memory)(_memory(np.shares_memory))
+may_share_memory = register_composite(np.may_share_memory)(_memory(np.may_share_memory))
+
+
+def _memory_case(function: Callable[..., bool]) -> Case:
+    def call(x: Any) -> tuple[bool, ...]:
+        left, right, strided = x[:, :2], x[:, 2:], x[:, 1::2]
+        return (function(x, x), function(left, right), function(left, strided), function(x.T[1], left),
+                function(x.T[3], left), function(x, np.ones(3)), function(x, x.copy()))
+
+    return Case(call, axis=1)
+
+
 CASES: dict[str, Case] = {
+    "numpy.shares_memory": _memory_case(np.shares_memory),
+    "numpy.may_share_memory": _memory_case(np.may_share_memory),
     "numpy.result_type": Case(lambda x: np.result_type(x, np.int16, 1.0)),
     "numpy.can_cast": Case(lambda x: (np.can_cast(x, np.float32), np.can_cast(x, np.complex128))),
     "numpy.min_scalar_type": Case(lambda x: np.min_scalar_type(x)),

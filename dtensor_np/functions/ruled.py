@@ -121,6 +121,9 @@ def _cases() -> dict[str, Case]:
     c["numpy.take"] = Case(lambda x: np.take(x, [0, 3], axis=0), **_ALONG0)
     c["numpy.take_along_axis"] = Case(lambda x: np.take_along_axis(x, np.zeros((5, 4), dtype=np.int64), axis=0),
                                       **_ALONG0)
+    c["numpy.packbits"] = Case(lambda x: np.packbits(x > 2, axis=1, bitorder="little"), axis=1)
+    c["numpy.packbits: axis=None"] = Case(lambda x: np.packbits(x > 2), untouched=None, axis=0)
+    c["numpy.unpackbits"] = Case(lambda x: np.unpackbits(x, axis=1, count=-3), dtype="uint8", axis=1)
     for name in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft"):
         c[f"numpy.fft.{name}"] = Case(lambda x, f=getattr(np.fft, name): f(x, axis=-1), untouched=0, axis=1,
                                       tolerance=64.0)

@@ -5,7 +5,9 @@ Reducing a sharded dim leaves each rank with a partial result, so the output
 is ``Partial`` of the matching op on that mesh dim (sum -> sum, max -> max,
 min -> min, any -> max, all -> min; ``mean`` divides each rank's local sum
 by the *global* count, so uneven shards give the exact mean).  ``prod``
-has no Partial op and replicates the reduced dims first.  A rank whose shard
+has no Partial op: each rank multiplies its block, one ``all_gather`` of
+those products (the size of the result on each rank) and their product
+give the replicated result.  A rank whose shard
 of a reduced dim is empty contributes the op's identity.
 
 ``dtype=`` is NumPy's: every element is cast to it before it is reduced.
@@ -142,8 +144,13 @@ def reduction_decision(
     inputs: list[Placement] = []
     outputs: list[Placement] = []
     sharded_reduced: list[int] = []
+    gathered_products: list[int] = []  # prod: mesh dims whose ranks' partial products are gathered
     for m, p in enumerate(spec.placements):
-        if isinstance(p, Shard) and p.dim in reduced:
+        if isinstance(p, Shard) and p.dim in reduced and kind == "prod" and mesh.shape[m] > 1:
+            inputs.append(p)
+            outputs.append(Replicate())
+            gathered_products.append(m)
+        elif isinstance(p, Shard) and p.dim in reduced:
             if partial_op is None:
                 inputs.append(Replicate())
                 outputs.append(Replicate())
@@ -165,6 +172,18 @@ def reduction_decision(
     in_spec = DTensorSpec(mesh, tuple(inputs), spec.tensor_meta)
     out_shape = _reduced_shape(spec.shape, reduced, keepdims)
     out_spec = DTensorSpec(mesh, tuple(outputs), TensorMeta(out_shape, out_dtype))
+
+    if gathered_products:
+        groups = mesh.groups(tuple(gathered_products))
+
+        def program(backend: Any, shards: dict[int, Any]) -> dict[int, Any]:
+            """One ``all_gather`` of every rank's product of its block (the size of the result a rank), then
+            their product: never the input."""
+            parts = {r: reduce(x)[None] for r, x in shards.items()}
+            gathered = backend.all_gather(parts, groups, axis=0)
+            return {r: array_module(g).multiply.reduce(g, axis=0, dtype=out_dtype) for r, g in gathered.items()}
+
+        return Decision((in_spec,), (out_spec,), None, program=program)
 
     if kind == "mean" and sharded_reduced:
         count = 1

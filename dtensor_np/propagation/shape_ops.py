@@ -20,7 +20,7 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
-from collectives import frozen
+from collectives import array_module, frozen
 
 from ..errors import ShardingError
 from ..int_tuple import as_ints, is_integer
@@ -30,6 +30,7 @@ from .common import axis_index, axis_tuple, harmonize, normalize_axes, settle, s
 from .einop import einop_rule
 from ..sharded import array_operands, is_sharded
 from .registry import Decision, OpRule, register
+from .row_moves import move_ranges
 
 __all__ = ["permute_decision", "reshape_decision", "reshape_groups", "resolve_shape"]
 
@@ -329,6 +330,10 @@ def _join_decision(specs: tuple[DTensorSpec, ...], axis: Any, new_axis: bool) ->
         chars = letters[:axis] + "1" + letters[axis + 1 :]
         ins = [chars] * len(specs)
         out = chars
+    if not new_axis:
+        moved = _concatenate_sharded(specs, axis)
+        if moved is not None:
+            return moved
     equation = f"{','.join(ins)}->{out}"
     specs = harmonize(equation, specs)
     inputs, out_spec = settle(lambda ss: einop_rule(equation, ss, linearity=True), specs)
@@ -337,6 +342,59 @@ def _join_decision(specs: tuple[DTensorSpec, ...], axis: Any, new_axis: bool) ->
     out_spec = DTensorSpec(out_spec.mesh, out_spec.placements, TensorMeta(tuple(shape), specs[0].dtype))
     func = np.stack if new_axis else np.concatenate
     return Decision(inputs, (out_spec,), lambda rank, *xs: func(xs, axis=axis))
+
+
+def _concatenate_sharded(specs: Sequence[DTensorSpec], axis: int) -> Decision | None:
+    """``concatenate`` along a dim sharded on one mesh dim, kept sharded: each input's rows go to the ranks
+    whose block of the result holds them, one ``all_to_all`` per input moving only the rows that change owner
+    (:func:`~.row_moves.move_ranges`); no gather.  None where no input shards ``axis`` or a pending sum is
+    involved (the einop path decides).
+
+    Example:
+        >>> from dtensor_np import DeviceMesh
+        >>> mesh = DeviceMesh((2,))
+        >>> a = DTensorSpec(mesh, (Shard(0),), TensorMeta((5, 2), "f8"))
+        >>> str(_concatenate_sharded((a, a), 0).outputs[0]), _concatenate_sharded((a, a), 0).outputs[0].shape
+        ('S(0)', (10, 2))
+    """
+    if any(p.is_partial() for s in specs for p in s.placements):
+        return None
+    sharding = [(math.prod(s.shape), i) for i, s in enumerate(specs)
+                if any(isinstance(p, Shard) and p.dim == axis and s.mesh.shape[m] > 1 for m, p in enumerate(s.placements))]
+    if not sharding:
+        return None
+    placements = specs[max(sharding)[1]].placements
+    mesh_dim = next(m for m, p in enumerate(placements) if isinstance(p, Shard) and p.dim == axis)
+    inputs = tuple(s.with_placements(placements) for s in specs)
+    shape = list(inputs[0].shape)
+    shape[axis] = sum(s.shape[axis] for s in inputs)
+    out_spec = DTensorSpec(inputs[0].mesh, placements, TensorMeta(tuple(shape), np.result_type(*(s.dtype for s in inputs))))
+    groups = out_spec.mesh.groups((mesh_dim,))
+    ranks = [r for g in groups for r in g]
+
+    def span(spec: DTensorSpec, rank: int, start: int) -> tuple[int, int]:
+        size, offset = spec.local_block(rank)
+        return start + offset[axis], start + offset[axis] + size[axis]
+
+    moves, start = [], 0
+    for spec in inputs:
+        end = start + spec.shape[axis]
+        have = {r: span(spec, r, start) for r in ranks}
+        want = {}
+        for r in ranks:
+            lo, hi = span(out_spec, r, 0)
+            lo, hi = max(lo, start), min(hi, end)
+            want[r] = (lo, max(lo, hi))
+        moves.append((have, want))
+        start = end
+    dtype = out_spec.dtype
+
+    def program(backend: Any, *shards: dict[int, Any]) -> dict[int, Any]:
+        pieces = [move_ranges(backend, {r: x.astype(dtype, copy=False) for r, x in s.items()}, groups, axis, have, want)
+                  for s, (have, want) in zip(shards, moves)]
+        return {r: array_module(pieces[0][r]).concatenate([p[r] for p in pieces], axis=axis) for r in pieces[0]}
+
+    return Decision(inputs, (out_spec,), None, program=program)
 
 
 register(np.concatenate)(
