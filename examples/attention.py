@@ -13,10 +13,10 @@ list of heads costs communication: a DTensor is laid out over every rank of
 its mesh, so a head cut from the columns by ``np.split`` cannot stay on the
 rank that holds it; each piece is re-cut over the ranks (an all_to_all of the
 rows that change owner), each head's scores ``qh @ kh.T`` are then partial
-sums (an all_reduce of an n x n matrix per head), and ``np.hstack`` gathers
-the heads (an all_gather each).  On 4 ranks with 4 heads a forward pass makes
-12 all_to_alls, 4 all_reduces and 4 all_gathers, the backward pass 16, 8 and
-12.  (Written with the heads as a batch dim, ``q.reshape(n, heads, d).transpose(1, 0, 2)``,
+sums (an all_reduce of an n x n matrix per head), and ``np.hstack`` puts the
+heads' columns back on their ranks (an all_to_all each, of the columns that
+change owner).  On 4 ranks with 4 heads a forward pass makes 16 all_to_alls
+and 4 all_reduces, the backward pass 28 and 8.  (Written with the heads as a batch dim, ``q.reshape(n, heads, d).transpose(1, 0, 2)``,
 each head stays on its rank and the attention itself moves nothing.)
 
     python examples/attention.py                      # 4 simulated ranks in this process
