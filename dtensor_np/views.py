@@ -363,32 +363,31 @@ def twin_strides(x: Any) -> Strides:
     return getattr(x, "_twin", None)
 
 
-def memory_twins(*arrays: Any) -> list[Optional[np.ndarray]]:
-    """NumPy twins of ``arrays`` laid out over one buffer per owner (a view: its chain applied to its owner's
+def memory_twins(a: Any, b: Any) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """NumPy twins of two views of one owner, laid out over one buffer (each view's chain applied to the owner's
     twin), so that ``np.shares_memory`` and ``np.may_share_memory`` of the twins answer for the DTensors; None
-    for anything that is not a DTensor (it shares no memory with one).  The twins read no data.
+    when they have different owners or one is not a DTensor (then they share no memory).  Reads no data.
 
     Example:
         >>> import numpy as np, dtensor_np as dt
         >>> a = dt.distribute_tensor(np.zeros((4, 3)), dt.DeviceMesh((2,)), [dt.Shard(0)])
-        >>> t = memory_twins(a[:2], a[2:], a[1:3, ::2])
-        >>> np.shares_memory(t[0], t[1]), np.shares_memory(t[0], t[2])
+        >>> top, bottom = memory_twins(a[:2], a[2:])
+        >>> np.shares_memory(top, bottom), np.shares_memory(*memory_twins(a[:2], a[1:3, ::2]))
         (False, True)
     """
-    owners: dict[int, np.ndarray] = {}
-    twins: list[Optional[np.ndarray]] = []
-    for x in arrays:
-        if not is_sharded(x) or not isinstance(x, DTensor):
-            twins.append(None)
-            continue
-        owner = x._base if isinstance(x, DTensorView) else x
-        twin = owners.get(id(owner))
-        if twin is None:
-            twin = owners[id(owner)] = proxy(owner.shape, twin_strides(owner), owner.dtype)
+    if not (isinstance(a, DTensor) and isinstance(b, DTensor)):
+        return None
+    owner = a._base if isinstance(a, DTensorView) else a
+    if owner is not (b._base if isinstance(b, DTensorView) else b):
+        return None
+    root = proxy(owner.shape, twin_strides(owner), owner.dtype)
+    twins = []
+    for x in (a, b):
+        twin = root
         for step in getattr(x, "_chain", ()):
             twin = step.twin(twin)
         twins.append(twin)
-    return twins
+    return twins[0], twins[1]
 
 
 _set_shards = DTensor._shards.__set__  # type: ignore[attr-defined]

@@ -16,6 +16,7 @@ ranks; under ``mpiexec -n 2`` one job per module of cases.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import warnings
 from pathlib import Path
@@ -34,12 +35,14 @@ GROUPS = sorted({group for group, _, _ in catalogue_cases()})
 SNAPSHOT = json.loads((Path(__file__).resolve().parent.parent / "docs" / "numpy_api.json").read_text())
 """What the documentation's table says each case does on 2 ranks (docs/_ext/api_table.py writes it)."""
 COLUMN = {"untouched": "S(untouched)", "axis": "S(op axis)", "replicated": "R"}
+HAS_CUPY = importlib.util.find_spec("cupy") is not None
 
 
 def _as_numpy(value: Any) -> Any:
     if isinstance(value, dt.DTensor):
-        full = value.full_tensor()
-        return full.get() if hasattr(full, "get") and not isinstance(full, np.ndarray) else np.asarray(full)
+        value = value.full_tensor()
+    if hasattr(value, "get") and hasattr(value, "device") and not isinstance(value, np.ndarray):
+        return value.get()  # a CuPy array (a result on the device)
     if isinstance(value, (tuple, list)):
         return type(value)(_as_numpy(v) for v in value)
     return value
@@ -83,9 +86,9 @@ def _placements(case: Case) -> list[tuple[str, Any]]:
     return out
 
 
-@pytest.mark.worlds(simulated=(1, 2, 3, 4), mpi=(2,))
-@pytest.mark.parametrize("group", GROUPS)
-def test_every_covered_name_matches_numpy(world, group):
+def _run_group(world: Any, group: str, xp: Any) -> None:
+    """Every case of ``group`` on shards of ``xp`` (NumPy, or CuPy on a GPU) against NumPy; fails every rank
+    together with the first 20 differences."""
     mesh = dt.DeviceMesh((world.size,), backend=world.kind)
     errors: list[str] = []
     for case_group, name, case in catalogue_cases():
@@ -99,7 +102,7 @@ def test_every_covered_name_matches_numpy(world, group):
             except Exception as e:  # noqa: BLE001 - NumPy refuses: so must dtensor_np, with the same kind
                 want = e
             for kind, placement in _placements(case):
-                x = dt.distribute_tensor(a, mesh, [placement])
+                x = dt.distribute_tensor(xp.asarray(a), mesh, [placement])
                 where = f"{name} {kind} {placement}"
                 try:
                     with comm_counter() as counter:
@@ -124,6 +127,20 @@ def test_every_covered_name_matches_numpy(world, group):
         every = world.backend.comm.allgather(errors)
         errors = [f"process {i}: {e}" for i, es in enumerate(every) for e in es]
     assert not errors, "\n".join(errors[:20]) + (f"\n... and {len(errors) - 20} more" if len(errors) > 20 else "")
+
+
+@pytest.mark.worlds(simulated=(1, 2, 3, 4), mpi=(2,))
+@pytest.mark.parametrize("group", GROUPS)
+def test_every_covered_name_matches_numpy(world, group):
+    _run_group(world, group, np)
+
+
+@pytest.mark.gpu
+@pytest.mark.worlds(simulated=(2, 4), mpi=(2,) if HAS_CUPY else ())
+@pytest.mark.parametrize("group", GROUPS)
+def test_every_covered_name_matches_numpy_on_cupy_shards(world, cupy, group):
+    """The same cases on CuPy shards (a GPU lent: skipped cleanly without CuPy or a CUDA device)."""
+    _run_group(world, group, cupy)
 
 
 def test_every_rule_and_composite_has_a_case():

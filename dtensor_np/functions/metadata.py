@@ -129,10 +129,10 @@ def apply_over_axes(func: Callable[..., Any], a: Any, axes: Any) -> Any:
 
 def _memory(numpy_function: Callable[..., bool]) -> Callable[..., bool]:
     def shares(a: Any, b: Any, max_work: Any = None) -> bool:
-        twin_a, twin_b = memory_twins(a, b)
-        if twin_a is None or twin_b is None:
-            return False  # a DTensor shares no memory with an ndarray; two ndarrays are not dispatched here
-        return bool(numpy_function(twin_a, twin_b, max_work=max_work))
+        twins = memory_twins(a, b)
+        if twins is None:
+            return False  # different owners, or a DTensor and an ndarray: no memory in common
+        return bool(numpy_function(*twins, max_work=max_work))
 
     shares.__name__ = numpy_function.__name__
     shares.__doc__ = (f"``np.{numpy_function.__name__}``: NumPy's answer for the two arrays' layouts over their owner "
