@@ -4,10 +4,11 @@ The namespace is built from tables, one module per group of the standard
 (:mod:`.creation`, :mod:`.elementwise`, :mod:`.statistics`,
 :mod:`.manipulation`, :mod:`.searching_sorting`, :mod:`.set_functions`,
 :mod:`.indexing_functions`, :mod:`.utility`, :mod:`.linalg`, :mod:`.fft`,
-:mod:`.dtypes`, :mod:`.info`).  A table maps a standard name to a function
-of arrays (often NumPy's own function of that name: the call dispatches
-through ``__array_function__``/``__array_ufunc__`` and the op's sharding rule
-decides the communication); the namespace wraps each one so that its results
+:mod:`.dtypes`, :mod:`.info`; SciPy's elementwise special functions as
+``xp.special``: :mod:`.special`).  A table maps a standard name to a
+function of arrays (often NumPy's own function of that name: the call
+dispatches through ``__array_function__``/``__array_ufunc__`` and the op's
+sharding rule decides the communication); the namespace wraps each one so that its results
 are arrays of this namespace (:meth:`ArrayNamespace.adopt`).  Creation
 functions take the namespace first and are bound to it.
 
@@ -42,6 +43,7 @@ from ..placements import Placement, Replicate, Shard
 from . import creation, dtypes, elementwise, fft, indexing_functions, linalg, manipulation, searching_sorting
 from . import set_functions, statistics, utility
 from .info import ArrayNamespaceInfo
+from .special import SpecialFunctions
 
 __all__ = ["ArrayNamespace", "Extension", "CONSTANTS", "POLICIES", "namespace"]
 
@@ -111,6 +113,7 @@ class ArrayNamespace:
             **{name: self._adopting(name, f) for name, f in fft.FUNCTIONS.items()},
             **{name: MethodType(f, self) for name, f in fft.NAMESPACE_FUNCTIONS.items()},
         })
+        self.special = SpecialFunctions(f"{self.__name__}.special", self)
 
     def __repr__(self) -> str:
         policy = self.default if isinstance(self.default, str) else getattr(self.default, "__name__", "a function")

@@ -27,9 +27,13 @@ from ..propagation.common import axis_index
 __all__ = ["FUNCTIONS", "diff"]
 
 
-def diff(x: DTensor, /, *, axis: int = -1, n: int = 1, prepend: Optional[DTensor] = None,
+def diff(x: DTensor, /, n: int = 1, axis: int = -1, prepend: Optional[DTensor] = None,
          append: Optional[DTensor] = None) -> DTensor:
-    """The ``n``-th forward difference along ``axis`` (``numpy.diff``)."""
+    """The ``n``-th forward difference along ``axis`` (``numpy.diff``).
+
+    The standard's keywords, and NumPy's positions too (``xp.diff(x, 2)``, as scikit-learn's ``roc_curve``
+    calls it).
+    """
     n = operator.index(n)
     if n < 0:
         raise ValueError(f"order must be non-negative but got {n}")

@@ -13,6 +13,8 @@ Example:
     [0, -1]
 """
 
+import numpy as np
+
 from . import contraction, elementwise, indexing, reduction, shape_ops  # noqa: F401  (register the rules)
 from . import fft, linalg  # noqa: F401  (numpy.fft and numpy.linalg)
 from . import layout_ops, reorder, scans, statistics  # noqa: F401  (cumsum, argmax, var, sort, flip, tile, take...)
@@ -20,6 +22,7 @@ from . import updates  # noqa: F401  (x[index] = value and the functional update
 from . import bits  # noqa: F401  (packbits, unpackbits)
 from .einop import OutputSharding, einop_rule, pointwise_rule
 from .registry import Decision, OpRule, decide, registered_ops, rule_for, rule_lookup
+from .elementwise import foreign_ufunc_rule
 from .reduction import ufunc_reduce_rule
 from ..errors import ShardingError
 
@@ -27,13 +30,17 @@ from ..errors import ShardingError
 def rule_of(fn: object, method: str = "__call__") -> "OpRule | None":
     """The rule of a NumPy callable or ufunc method (``"reduce"``), or None when it has none.
 
+    Another library's elementwise ufunc (``scipy.special.erf``'s) gets the rule of NumPy's ufuncs
+    (:func:`~dtensor_np.propagation.elementwise.foreign_ufunc_rule`).
+
     Example:
         >>> import numpy as np
         >>> rule_of(np.add).name, rule_of(np.add, "reduce").name, rule_of(np.diff)
         ('add', 'add.reduce', None)
     """
     if method == "__call__":
-        return rule_lookup(fn)
+        rule = rule_lookup(fn)
+        return foreign_ufunc_rule(fn) if rule is None and isinstance(fn, np.ufunc) else rule
     try:
         return ufunc_reduce_rule(fn) if method == "reduce" else None  # type: ignore[arg-type]
     except ShardingError:

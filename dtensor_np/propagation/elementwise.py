@@ -37,7 +37,7 @@ from .einop import pointwise_equation, pointwise_rule
 from ..sharded import array_operands, is_sharded
 from .registry import Decision, OpRule, register
 
-__all__ = ["elementwise_decision", "bind_operands", "ONE_ARRAY_ELEMENTWISE"]
+__all__ = ["elementwise_decision", "bind_operands", "foreign_ufunc_rule", "ONE_ARRAY_ELEMENTWISE"]
 
 _ADDITIVE = {np.add, np.subtract, np.negative, np.positive}
 _MULTIPLICATIVE = {np.multiply: (0, 1), np.divide: (0,), np.true_divide: (0,)}
@@ -153,6 +153,27 @@ def _register_ufuncs() -> None:
 
 
 _register_ufuncs()
+
+_FOREIGN: dict[np.ufunc, OpRule] = {}
+
+
+def foreign_ufunc_rule(ufunc: np.ufunc) -> "OpRule | None":
+    """The rule of another library's elementwise ufunc (SciPy's special functions, ``np.frompyfunc``'s, Numba's
+    ``@vectorize``): NumPy's ufunc rule, on the local blocks (a ufunc without a core signature is elementwise by
+    definition).  None for a generalized ufunc.  Kept apart from the registry of NumPy's own callables.
+
+    Example:
+        >>> import numpy as np
+        >>> half = np.frompyfunc(lambda v: v / 2, 1, 1)
+        >>> foreign_ufunc_rule(half).name, foreign_ufunc_rule(np.matmul)
+        ('<lambda> (vectorized)', None)
+    """
+    if ufunc.signature is not None:
+        return None
+    rule = _FOREIGN.get(ufunc)
+    if rule is None:
+        rule = _FOREIGN[ufunc] = _ufunc_rule(ufunc)
+    return rule
 
 
 def _three_operand_rule(fn: Callable[..., Any], operands: Callable[[tuple, dict], list[Any]]) -> OpRule:

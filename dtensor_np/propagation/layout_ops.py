@@ -42,7 +42,7 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
-from collectives import array_module, frozen
+from collectives import frozen
 
 from ..errors import ShardingError
 from ..placements import Placement, Replicate, Shard
@@ -84,7 +84,8 @@ def broadcast_spec(spec: DTensorSpec, shape: tuple[int, ...]) -> tuple[DTensorSp
 
 
 def _broadcast_local(out: DTensorSpec, rank: int, x: Any) -> Any:
-    return array_module(x).ascontiguousarray(np.broadcast_to(x, out.local_shape_of_rank(rank)))
+    # a C-contiguous copy; not ascontiguousarray, which makes a 0-d result 1-d
+    return np.broadcast_to(x, out.local_shape_of_rank(rank)).copy()
 
 
 def _bind_broadcast_to(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
