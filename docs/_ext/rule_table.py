@@ -199,6 +199,22 @@ def _probes() -> dict[str, Probe]:
     for name in ("fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn"):
         p[f"numpy.fft.{name}"] = Probe(lambda x, R, f=getattr(np.fft, name): f(x, axes=(-2, -1)), shape=_BATCH3,
                                        untouched=0, axis=1)
+    # issue 37, signal family: halo exchanges along the op's axis; short kernels and coefficients replicated
+    for name in ("diff", "gradient", "trapezoid"):
+        p[f"numpy.{name}"] = Probe(lambda x, R, f=getattr(np, name): f(x, axis=0), untouched=1, axis=0)
+    p["numpy.diagflat"] = Probe(lambda x, R: np.diagflat(x), shape=(4,), untouched=None, axis=0)
+    for name in ("convolve", "correlate"):
+        p[f"numpy.{name}"] = Probe(lambda x, R, f=getattr(np, name): f(x, R(np.ones(2))), shape=(6,), untouched=None,
+                                   axis=0)
+    p["numpy.linalg.lstsq"] = Probe(lambda x, R: np.linalg.lstsq(x, R(np.ones(4)))[0], untouched=None, axis=0)
+    p["numpy.polyfit"] = Probe(lambda x, R: np.polyfit(R(np.arange(6.0)), x, 2), shape=(6,), untouched=None, axis=0)
+    for name in ("polyadd", "polysub", "polymul", "polydiv", "polyder", "polyint", "roots", "poly"):
+        p[f"numpy.{name}"] = Probe(lambda x, R, f=getattr(np, name): (lambda r: r[0] if isinstance(r, tuple) else r)(
+            f(x, R(np.ones(2))) if name in ("polyadd", "polysub", "polymul", "polydiv") else f(x)),
+            shape=(4,), untouched=None, axis=0)
+    for name in ("eig", "eigvals", "cond"):
+        p[f"numpy.linalg.{name}"] = Probe(lambda x, R, f=getattr(np.linalg, name): (
+            lambda r: r[0] if isinstance(r, tuple) else r)(f(x)), **batch)
     return p
 
 

@@ -19,10 +19,12 @@ from typing import Iterator
 
 from ..numpy_catalogue import Case
 from . import joining
+from . import differences, fourier, linalg_extra, polynomials
 
 __all__ = ["FAMILIES", "catalogue_cases", "joining"]
 
-FAMILIES = {"joining": joining}
+FAMILIES = {"joining": joining, "differences": differences, "fourier": fourier, "linalg_extra": linalg_extra,
+            "polynomials": polynomials}
 """The modules of composites, by name: each registers its functions and lists their cases in ``CASES``."""
 
 
