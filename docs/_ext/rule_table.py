@@ -203,6 +203,7 @@ def _probes() -> dict[str, Probe]:
     for name in ("diff", "gradient", "trapezoid"):
         p[f"numpy.{name}"] = Probe(lambda x, R, f=getattr(np, name): f(x, axis=0), untouched=1, axis=0)
     p["numpy.diagflat"] = Probe(lambda x, R: np.diagflat(x), shape=(4,), untouched=None, axis=0)
+    p["numpy.kron"] = Probe(lambda x, R: np.kron(x, R(np.ones((2, 2)))), untouched=None, axis=0)
     for name in ("convolve", "correlate"):
         p[f"numpy.{name}"] = Probe(lambda x, R, f=getattr(np, name): f(x, R(np.ones(2))), shape=(6,), untouched=None,
                                    axis=0)

@@ -19,8 +19,9 @@
 ``linalg.multi_dot``                   composite: NumPy's cheapest order of ``dot`` s (each a contraction: a sharded
                                        contracted dim leaves ``Partial(sum)``)
 ``linalg.tensorinv`` ``tensorsolve``   composites: reshapes, then ``inv``/``solve`` (whole matrices)
-``kron``                               composite: NumPy's broadcast product and reshape (sharded dims of ``a`` stay
-                                       sharded; a reshape that cuts the blocks again moves rows, ``rechunk``)
+``kron``                               rule (:mod:`dtensor_np.propagation.halo`): the result sharded where ``a`` is;
+                                       one ``Alltoallv`` of the rows of ``a`` that change owner per sharded dim
+                                       (never the result's rows); ``b`` replicated (``all_gather`` if sharded)
 ``inner`` ``vdot``                     composites: ``tensordot`` (a sharded contracted dim leaves ``Partial(sum)``)
 ``trace``                              composite: ``linalg.trace`` of the two axes moved last (``Partial(sum)``)
 ``diag`` ``diagflat``                  ``diag`` of a matrix is ``diagonal`` (a read-only view, one ``rechunk`` of the
@@ -50,7 +51,7 @@ from ..propagation.common import axis_index
 from ..propagation.registry import register_composite
 from .differences import as_operand
 
-__all__ = ["CASES", "REFUSED", "norm", "multi_dot", "tensorinv", "tensorsolve", "kron", "inner", "vdot", "trace",
+__all__ = ["CASES", "REFUSED", "norm", "multi_dot", "tensorinv", "tensorsolve", "inner", "vdot", "trace",
            "diag"]
 
 
@@ -216,35 +217,6 @@ def tensorsolve(a: Any, b: Any, axes: Any = None) -> Any:
         raise np.linalg.LinAlgError("Input arrays must satisfy the requirement prod(a.shape[b.ndim:]) == "
                                     "prod(a.shape[:b.ndim])")
     return np.linalg.solve(a.reshape(prod, prod), np.ravel(b)).reshape(old)
-
-
-@register_composite(np.kron)
-def kron(a: Any, b: Any) -> Any:
-    """``np.kron``: NumPy's broadcast product of ``a`` and ``b`` with interleaved new dims, reshaped (sharded dims
-    of ``a`` and ``b`` stay sharded through the product; the reshape moves the rows whose block changes,
-    ``rechunk``, or gathers an inner sharded dim it merges).
-
-    Example:
-        >>> import dtensor_np as dt
-        >>> a = dt.distribute_tensor(np.array([1, 10]), dt.DeviceMesh((2,)), [dt.Shard(0)])
-        >>> np.kron(a, np.array([1, 2, 3])).full_tensor().tolist()
-        [1, 2, 3, 10, 20, 30]
-    """
-    b = as_operand(b)
-    a = as_operand(a)
-    if a.ndim < b.ndim:
-        a = a.reshape((1,) * (b.ndim - a.ndim) + tuple(a.shape))
-    nda, ndb = a.ndim, b.ndim
-    nd = max(nda, ndb)
-    if nda == 0 or ndb == 0:
-        return np.multiply(a, b)
-    as_ = (1,) * max(0, ndb - nda) + tuple(a.shape)
-    bs = (1,) * max(0, nda - ndb) + tuple(b.shape)
-    a_arr = np.expand_dims(a, axis=tuple(range(ndb - nda))) if ndb > nda else a
-    b_arr = np.expand_dims(b, axis=tuple(range(nda - ndb))) if nda > ndb else b
-    a_arr = np.expand_dims(a_arr, axis=tuple(range(1, nd * 2, 2)))
-    b_arr = np.expand_dims(b_arr, axis=tuple(range(0, nd * 2, 2)))
-    return np.multiply(a_arr, b_arr).reshape(tuple(int(s) for s in np.multiply(as_, bs)))
 
 
 @register_composite(np.inner)

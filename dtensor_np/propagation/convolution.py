@@ -35,7 +35,7 @@ from ..placements import Replicate, Shard
 from ..sharded import array_operands, is_sharded
 from ..spec import DTensorSpec, TensorMeta
 from .common import partial_free, single_sharding
-from .halo import clip_range, fetch_windows, sequence_of
+from .halo import clip_range, fetch_windows, layout_of
 from .registry import Decision, OpRule, register
 from .signature_bind import named_arguments, no_more_arguments
 
@@ -109,7 +109,7 @@ def _convolution_rule(func: Callable[..., Any], default: str) -> OpRule:
 
         if sharded_dim is None:
             return Decision(inputs, (out,), call)
-        seq = sequence_of(signal, 0, out, 0)
+        seq = layout_of(signal, 0, out, 0)
         smallest = m + 1 if second else m  # a window of the signal still the longer (or equal) operand
         want = {}
         for r, (o0, o1) in seq.out.items():

@@ -1,4 +1,4 @@
-"""Halo exchanges along a sharded dim: ``diff``, ``gradient``, ``trapezoid`` and ``diagflat`` on DTensors.
+"""Halo exchanges along a sharded dim: ``diff``, ``gradient``, ``trapezoid``, ``diagflat`` and ``kron`` on DTensors.
 
 Each output row along the dim an op works along needs a few input rows
 around it (``diff``: rows ``i .. i + n``; ``gradient``: ``i - 1 .. i + 1``;
@@ -43,8 +43,7 @@ from .registry import Decision, OpRule, register
 from .row_moves import move_ranges
 from .signature_bind import named_arguments, no_more_arguments
 
-__all__ = ["Sequence", "sequence_of", "fetch_windows", "clip_range", "follow_placements", "diff_decision",
-           "gradient_block"]
+__all__ = ["AxisLayout", "layout_of", "fetch_windows", "clip_range", "gradient_block"]
 
 Shards = dict[int, Any]
 Range = tuple[int, int]
@@ -59,14 +58,14 @@ def _sharding_dim(spec: DTensorSpec, axis: int) -> Optional[int]:
 
 
 @dataclass(frozen=True)
-class Sequence:
+class AxisLayout:
     """Where the positions of one dim live: ``have[r]`` (input) and ``out[r]`` (output) are each world rank's
     ``(start, stop)`` along it, ``groups`` the ranks that split it (mesh dim ``mesh_dim``; None: whole on every rank).
 
     Example:
         >>> from dtensor_np import DeviceMesh
         >>> spec = DTensorSpec(DeviceMesh((2,)), (Shard(0),), TensorMeta((5,), "f8"))
-        >>> s = sequence_of(spec, 0, DTensorSpec(DeviceMesh((2,)), (Shard(0),), TensorMeta((4,), "f8")), 0)
+        >>> s = layout_of(spec, 0, DTensorSpec(DeviceMesh((2,)), (Shard(0),), TensorMeta((4,), "f8")), 0)
         >>> s.mesh_dim, s.have, s.out
         (0, {0: (0, 3), 1: (3, 5)}, {0: (0, 2), 1: (2, 4)})
     """
@@ -77,10 +76,17 @@ class Sequence:
     out: Mapping[int, Range]
 
 
-def sequence_of(spec: DTensorSpec, axis: int, out_spec: Optional[DTensorSpec], out_axis: Optional[int],
-                scale: int = 1) -> Sequence:
-    """The :class:`Sequence` of dim ``axis`` of ``spec`` (positions times ``scale``: a raveled block's flat range)
-    and of dim ``out_axis`` of ``out_spec`` (None: no output along it; ``out`` is then empty)."""
+def layout_of(spec: DTensorSpec, axis: int, out_spec: Optional[DTensorSpec], out_axis: Optional[int],
+              scale: int = 1) -> AxisLayout:
+    """The :class:`AxisLayout` of dim ``axis`` of ``spec`` (positions times ``scale``: a raveled block's flat range)
+    and of dim ``out_axis`` of ``out_spec`` (None: no output along it; ``out`` is then empty).
+
+    Example:
+        >>> from dtensor_np import DeviceMesh
+        >>> spec = DTensorSpec(DeviceMesh((2,)), (Shard(0),), TensorMeta((3, 2), "f8"))
+        >>> layout_of(spec, 0, None, None, scale=2).have
+        {0: (0, 4), 1: (4, 6)}
+    """
     mesh = spec.mesh
     m = _sharding_dim(spec, axis)
     have, out = {}, {}
@@ -91,7 +97,7 @@ def sequence_of(spec: DTensorSpec, axis: int, out_spec: Optional[DTensorSpec], o
             oshape, oorigin = out_spec.local_block(r)
             out[r] = (oorigin[out_axis], oorigin[out_axis] + oshape[out_axis])
     groups = mesh.groups((m,)) if m is not None else ()
-    return Sequence(m, groups, have, out)
+    return AxisLayout(m, groups, have, out)
 
 
 def clip_range(lo: int, hi: int, n: int) -> Range:
@@ -105,15 +111,25 @@ def clip_range(lo: int, hi: int, n: int) -> Range:
     return (lo, hi) if lo < hi else (min(lo, n), min(lo, n))
 
 
-def fetch_windows(backend: Any, shards: Shards, seq: Sequence, axis: int, want: Mapping[int, Range]) -> Shards:
+def fetch_windows(backend: Any, shards: Shards, seq: AxisLayout, axis: int, want: Mapping[int, Range]) -> Shards:
     """Every held rank's array of the positions ``want[r]`` along ``axis`` (one ``Alltoallv`` of the rows that
-    change owner, counted as ``all_to_all``; none where nothing moves or the dim is whole on every rank)."""
+    change owner, counted as ``all_to_all``; none where nothing moves or the dim is whole on every rank).
+
+    Example:
+        >>> from collectives import SimulatedBackend
+        >>> from dtensor_np import DeviceMesh
+        >>> spec = DTensorSpec(DeviceMesh((2,)), (Shard(0),), TensorMeta((5,), "f8"))
+        >>> shards = {0: np.arange(3.0), 1: np.arange(3.0, 5.0)}
+        >>> out = fetch_windows(SimulatedBackend(2), shards, layout_of(spec, 0, None, None), 0, {0: (0, 4), 1: (2, 5)})
+        >>> out[0].tolist(), out[1].tolist()
+        ([0.0, 1.0, 2.0, 3.0], [2.0, 3.0, 4.0])
+    """
     if seq.mesh_dim is None:
         return {r: x[(slice(None),) * axis + (slice(*want[r]),)] for r, x in shards.items()}
     return move_ranges(backend, shards, seq.groups, axis, seq.have, want)
 
 
-def follow_placements(spec: DTensorSpec, like: DTensorSpec, dims: Mapping[int, int]) -> tuple[Placement, ...]:
+def _follow_placements(spec: DTensorSpec, like: DTensorSpec, dims: Mapping[int, int]) -> tuple[Placement, ...]:
     """Placements for ``spec`` that shard its dim ``d`` where ``like`` shards dim ``dims[d]`` (same length), else
     replicate: an operand aligned with ``like`` needs no movement but what its own placements ask for."""
     placements: list[Placement] = []
@@ -176,7 +192,7 @@ def _edge_block(value: Any, like: Any, axis: int) -> Any:
     return np.broadcast_to(value, tuple(shape))
 
 
-def diff_decision(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
+def _decide_diff(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
     """``np.diff(a, n, axis, prepend, append)``: local along an unsharded axis, else one halo exchange.
 
     The joined sequence is ``prepend`` (replicated along ``axis``), ``a``, ``append``; the output rows a
@@ -217,9 +233,9 @@ def diff_decision(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
     joined = np.concatenate([np.empty((0,) * a.ndim, a.dtype)] + stand_ins).dtype
     dtype = np.diff(np.zeros(n + 1, joined), n).dtype
     out = _with_length(a, axis, max(total - n, 0), dtype)
-    edge_targets = [DTensorSpec(a.mesh, follow_placements(e, a, {d: d for d in range(a.ndim) if d != axis}),
+    edge_targets = [DTensorSpec(a.mesh, _follow_placements(e, a, {d: d for d in range(a.ndim) if d != axis}),
                                 e.tensor_meta) for e in edges if isinstance(e, DTensorSpec)]
-    seq = sequence_of(a, axis, out, axis)
+    seq = layout_of(a, axis, out, axis)
 
     def pieces(rank: int, window: Any, lo: int, hi: int, arrays: list[Any]) -> Any:
         """The joined rows ``[lo, hi)``: NumPy's concatenation of the three parts (empty parts keep the dtype)."""
@@ -264,7 +280,7 @@ def diff_decision(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
     return Decision(inputs, (out,), None, program=program)
 
 
-register(np.diff)(OpRule("diff", _bind_diff, diff_decision))
+register(np.diff)(OpRule("diff", _bind_diff, _decide_diff))
 
 
 # -- gradient ----------------------------------------------------------------------------------------
@@ -424,7 +440,7 @@ def _decide_gradient(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
         if second and f.shape[axis] < 3:
             raise IndexError(f"index 2 is out of bounds for axis {axis} with size {f.shape[axis]}")
     out = tuple(_with_length(f, a, f.shape[a], otype) for a in axes)
-    seqs = [sequence_of(f, a, f, a) for a in axes]
+    seqs = [layout_of(f, a, f, a) for a in axes]
 
     def prepared(x: Any) -> Any:
         if convert is None:
@@ -522,10 +538,10 @@ def _decide_trapezoid(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
     out = _reduced(y, axis, meta, Partial("sum"))
     if m is None:
         return Decision(inputs, (out,), call)
-    seq = sequence_of(y, axis, None, None)
+    seq = layout_of(y, axis, None, None)
     want = {r: (a, min(b + 1, length)) if b > a else (a, a) for r, (a, b) in seq.have.items()}
     x_sharded = x is not None and x.ndim == 1 and not x.is_replicated()
-    x_seq = sequence_of(x, 0, None, None) if x_sharded else None
+    x_seq = layout_of(x, 0, None, None) if x_sharded else None
 
     def program(backend: Any, y_shards: Shards, *x_shards: Shards) -> Shards:
         windows = fetch_windows(backend, y_shards, seq, axis, want)
@@ -592,7 +608,7 @@ def _decide_diagflat(specs: tuple[DTensorSpec, ...], k: int) -> Decision:
 
     if m is None:
         return Decision((v,), (out,), lambda rank, x: build((0, n), x.reshape(-1), 0))
-    seq = sequence_of(v, 0, out, 0, scale=inner)
+    seq = layout_of(v, 0, out, 0, scale=inner)
     want = {r: clip_range(o0 - start, o1 - start, size) for r, (o0, o1) in seq.out.items()}
 
     def program(backend: Any, shards: Shards) -> Shards:
@@ -603,3 +619,83 @@ def _decide_diagflat(specs: tuple[DTensorSpec, ...], k: int) -> Decision:
 
 
 register(np.diagflat)(OpRule("diagflat", _bind_diagflat, _decide_diagflat))
+
+
+# -- kron --------------------------------------------------------------------------------------------
+def _bind_kron(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+    given = named_arguments("numpy.kron", ("a", "b"), args, kwargs)
+    a, b = given.pop("a", None), given.pop("b", None)
+    no_more_arguments("numpy.kron", given)
+    a, b = array_operands([a, b])
+    if not is_sharded(a) or not is_sharded(b):
+        raise ShardingError(f"numpy.kron on DTensors: expected a and b as arrays (a scalar: multiply), got "
+                            f"{type(a).__name__} and {type(b).__name__}")
+    return (a, b), None
+
+
+def _decide_kron(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
+    """``np.kron(a, b)``: the result's dim ``d`` (length ``a_d * b_d``) sharded where ``a``'s dim ``d`` is; each
+    rank builds its rows from the rows of ``a`` under them (``o // b_d``), which arrive in one ``Alltoallv`` per
+    sharded dim (only ``a``'s rows that change owner: ``b_d`` times fewer than the result's).  ``b`` is
+    replicated (gathered with one ``all_gather`` where it is sharded), except on a dim where ``a`` has length 1
+    and ``b``'s sharding carries over as it is."""
+    a, b = (single_sharding(partial_free(s)) for s in specs)
+    dtype = np.kron(np.zeros((1,) * a.ndim, a.dtype), np.zeros((1,) * b.ndim, b.dtype)).dtype
+    if a.ndim == 0 or b.ndim == 0:  # NumPy's multiply
+        big = b if a.ndim == 0 else a
+        scalar = DTensorSpec(a.mesh, (Replicate(),) * a.mesh.ndim, (a if a.ndim == 0 else b).tensor_meta)
+        out = DTensorSpec(big.mesh, big.placements, TensorMeta(big.shape, dtype), big.shard_order)
+        inputs = (scalar, big) if a.ndim == 0 else (big, scalar)
+        return Decision(inputs, (out,), lambda rank, x, y: np.kron(x, y))
+    nd = max(a.ndim, b.ndim)
+    pa, pb = nd - a.ndim, nd - b.ndim  # leading ones NumPy gives the shorter
+    a_shape = (1,) * pa + a.shape
+    b_shape = (1,) * pb + b.shape
+    placements: list[Placement] = []
+    a_places: list[Placement] = []
+    b_places: list[Placement] = []
+    for m, (p, q) in enumerate(zip(a.placements, b.placements)):
+        if isinstance(p, Shard) and a.mesh.shape[m] > 1:
+            placements.append(Shard(p.dim + pa))
+            a_places.append(p)
+            b_places.append(Replicate())
+        elif isinstance(q, Shard) and a_shape[q.dim + pb] == 1 and a.mesh.shape[m] > 1:
+            placements.append(Shard(q.dim + pb))
+            a_places.append(Replicate())
+            b_places.append(q)
+        else:
+            placements.append(Replicate())
+            a_places.append(Replicate())
+            b_places.append(Replicate())
+    shape = tuple(s * t for s, t in zip(a_shape, b_shape))
+    out = DTensorSpec(a.mesh, tuple(placements), TensorMeta(shape, dtype))
+    a_in, b_in = a.with_placements(tuple(a_places)), b.with_placements(tuple(b_places))
+    moves = []  # (a's dim, sequence, want)
+    for m, p in enumerate(a_in.placements):
+        if isinstance(p, Shard) and a_in.mesh.shape[m] > 1:
+            d, od, bd = p.dim, p.dim + pa, b_shape[p.dim + pa]
+            seq = layout_of(a_in, d, out, od)
+            want = {r: clip_range(o0 // bd, -(-o1 // bd), a.shape[d]) if o1 > o0 else (0, 0)
+                    for r, (o0, o1) in seq.out.items()}
+            moves.append((d, od, bd, seq, want))
+    if not moves:
+        return Decision((a_in, b_in), (out,), lambda rank, x, y: np.kron(x, y))
+
+    def program(backend: Any, a_shards: Shards, b_shards: Shards) -> Shards:
+        for d, _, _, seq, want in moves:
+            a_shards = fetch_windows(backend, a_shards, seq, d, want)
+        result = {}
+        for r, x in a_shards.items():
+            full = np.kron(x, b_shards[r])
+            index = [slice(None)] * nd
+            for d, od, bd, seq, want in moves:
+                o0, o1 = seq.out[r]
+                start = o0 - want[r][0] * bd
+                index[od] = slice(start, start + o1 - o0)
+            result[r] = array_module(full).ascontiguousarray(full[tuple(index)])
+        return result
+
+    return Decision((a_in, b_in), (out,), None, program=program)
+
+
+register(np.kron)(OpRule("kron", _bind_kron, _decide_kron))

@@ -90,7 +90,16 @@ def stacked_blocks(backend: Any, blocks: Shards, groups: Any, sizes: dict[int, i
                    extra: int) -> dict[int, tuple[Any, Any, Any, Any, list[Any]]]:
     """One ``all_gather`` of every rank's block (see :func:`_factor`); for every held rank, the stacked
     ``r`` rows, the stacked ``q^H b`` rows, the summed residuals, the summed first extra row and the sums of the
-    other extra blocks (``extra`` rows each)."""
+    other extra blocks (``extra`` rows each).
+
+    Example:
+        >>> from collectives import SimulatedBackend
+        >>> a, b = np.arange(8.0).reshape(4, 2) + np.eye(4, 2), np.ones((4, 1))
+        >>> blocks = {r: _factor(a[2 * r:2 * r + 2], b[2 * r:2 * r + 2], [np.zeros(2)]) for r in (0, 1)}
+        >>> top, rhs, resid, _, _ = stacked_blocks(SimulatedBackend(2), blocks, ((0, 1),), {0: 2, 1: 2}, 2, 0)[0]
+        >>> np.allclose(np.linalg.lstsq(top, rhs)[0], np.linalg.lstsq(a, b)[0]), top.shape
+        (True, (4, 2))
+    """
     in_sizes = {r: min(s, n) + 1 + extra for r, s in sizes.items()}
     gathered = backend.all_gather(blocks, groups, axis=0, in_sizes=in_sizes)
     group_of = {r: g for g in groups for r in g}
