@@ -341,6 +341,43 @@ CASES = {
     "numpy.diagflat": Case(lambda x: np.diagflat(x, 2), shape=(3, 2), untouched=None, axis=0),
 }
 
+def _spd(shape: tuple[int, ...]) -> np.ndarray:
+    """Symmetric positive definite matrices (the last two dims)."""
+    m = _square(shape)
+    return m @ np.swapaxes(m, -1, -2)
+
+
+_SPD = dict(_BATCH, data=_spd)
+
+# every other numpy.linalg name has a rule of dtensor_np.propagation.linalg: checked here too, so that each name of
+# numpy.linalg has a case (whole matrices move to a batch dim with one all_to_all; contractions leave Partial(sum))
+CASES.update({
+    "numpy.linalg.cholesky": Case(lambda x: np.linalg.cholesky(x), **_SPD),
+    "numpy.linalg.cross": Case(lambda x: np.linalg.cross(x, np.array([1.0, -2.0, 0.5])), shape=(5, 3), untouched=0,
+                               axis=1),
+    "numpy.linalg.det": Case(lambda x: np.linalg.det(x), **_BATCH),
+    "numpy.linalg.diagonal": Case(lambda x: np.linalg.diagonal(x, offset=1), **_BATCH),
+    "numpy.linalg.eigh": Case(lambda x: tuple(np.linalg.eigh(x)), **_SPD),
+    "numpy.linalg.eigvalsh": Case(lambda x: np.linalg.eigvalsh(x), **_SPD),
+    "numpy.linalg.inv": Case(lambda x: np.linalg.inv(x), **_BATCH),
+    "numpy.linalg.matmul": Case(lambda x: np.linalg.matmul(x, np.ones((4, 2))), untouched=0, axis=1, tolerance=16),
+    "numpy.linalg.matrix_norm": Case(lambda x: np.linalg.matrix_norm(x, ord=1), tolerance=16, **_BATCH),
+    "numpy.linalg.matrix_rank": Case(lambda x: np.linalg.matrix_rank(x), **_BATCH),
+    "numpy.linalg.matrix_transpose": Case(lambda x: np.linalg.matrix_transpose(x), **_BATCH),
+    "numpy.linalg.outer": Case(lambda x: np.linalg.outer(x, np.arange(3.0)), shape=(5,), untouched=0),
+    "numpy.linalg.pinv": Case(lambda x: np.linalg.pinv(x), **_BATCH),
+    "numpy.linalg.qr": Case(lambda x: tuple(np.linalg.qr(x)), **_BATCH),
+    "numpy.linalg.solve": Case(lambda x: np.linalg.solve(x, np.ones((4, 3, 1))), **_BATCH),
+    "numpy.linalg.svd": Case(lambda x: tuple(np.linalg.svd(x)), **_BATCH),
+    "numpy.linalg.svdvals": Case(lambda x: np.linalg.svdvals(x), **_BATCH),
+    "numpy.linalg.tensordot": Case(lambda x: np.linalg.tensordot(x, np.ones((4, 2)), axes=1), untouched=0, axis=1,
+                                   tolerance=16),
+    "numpy.linalg.trace": Case(lambda x: np.linalg.trace(x), tolerance=16, **_BATCH),
+    "numpy.linalg.vecdot": Case(lambda x: np.linalg.vecdot(x, np.arange(4.0)), untouched=0, axis=1, tolerance=16),
+    "numpy.linalg.vector_norm": Case(lambda x: np.linalg.vector_norm(x, ord=3, axis=0), untouched=1, axis=0,
+                                     tolerance=16),
+})
+
 REFUSED = {
     "numpy.linalg.test": Refused("NumPy's test runner for numpy.linalg: it takes no array (run NumPy's own tests)"),
 }

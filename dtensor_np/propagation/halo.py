@@ -531,8 +531,7 @@ def _decide_trapezoid(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
         if x.ndim == 1:
             keep = m is not None and any(isinstance(p, Shard) for p in x.placements)
             x = x.with_placements(tuple(Shard(0) if keep and i == m else Replicate() for i in range(y.mesh.ndim)))
-        else:
-            x = y.with_placements(y.placements, y.shard_order)
+        else:  # y's shape: sharded as y is
             x = DTensorSpec(y.mesh, y.placements, specs[1].tensor_meta, y.shard_order)
     inputs = (y,) + ((x,) if x is not None else ())
     out = _reduced(y, axis, meta, Partial("sum"))
