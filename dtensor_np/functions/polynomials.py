@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -71,11 +72,13 @@ def vander(x: Any, N: Any = None, increasing: bool = False) -> Any:
     x = as_operand(x)
     if x.ndim != 1:
         raise ValueError("x must be a one-dimensional array or sequence.")
-    n = len(x) if N is None else N
+    n = len(x) if N is None else operator.index(N)
+    if n < 0:
+        raise ValueError("negative dimensions are not allowed")
     dtype = np.promote_types(x.dtype, int)
     ones = np.ones_like(x, dtype=dtype)[:, np.newaxis]
     if n <= 1:
-        return np.copy(ones[:, :max(n, 0)])
+        return np.copy(ones[:, :n])
     powers = np.cumprod(np.broadcast_to(x.astype(dtype)[:, np.newaxis], (x.shape[0], n - 1)), axis=1)
     return np.concatenate([ones, powers] if increasing else [np.flip(powers, axis=1), ones], axis=1)
 
