@@ -160,3 +160,14 @@ def _object(name: str) -> Any:
     owner, _, attr = name.partition(":")[0].rpartition(".")
     module = {"numpy": np, "numpy.linalg": np.linalg, "numpy.fft": np.fft, "ndarray": np.ndarray}.get(owner)
     return getattr(module, attr, None) if module is not None else None
+
+
+def test_every_name_has_one_entry():
+    """No name is a case (or a refusal) of two families: the table and the tests would say two things."""
+    from dtensor_np.functions import FAMILIES
+
+    owners: dict[str, list[str]] = {}
+    for family, module in FAMILIES.items():
+        for name in (*getattr(module, "CASES", {}), *getattr(module, "REFUSED", {})):
+            owners.setdefault(name, []).append(family)
+    assert not {n: f for n, f in owners.items() if len(f) > 1}

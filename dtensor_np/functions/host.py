@@ -36,12 +36,11 @@ _STRINGS = Refused("formats a Python number as text; takes no array", applicable
 REFUSED: dict[str, Refused] = {}
 for _name in ("arange", "empty", "eye", "full", "identity", "linspace", "logspace", "geomspace", "ones", "zeros",
               "tri", "indices", "fromfunction", "diag_indices", "tril_indices", "triu_indices", "mask_indices",
-              "bartlett", "blackman", "hamming", "hanning", "kaiser", "fft.fftfreq", "fft.rfftfreq", "frompyfunc",
+              "bartlett", "blackman", "hamming", "hanning", "kaiser", "frompyfunc",
               "bmat", "asmatrix"):
     REFUSED[f"numpy.{_name}"] = _CREATION
 for _name in ("get_printoptions", "set_printoptions", "printoptions", "getbufsize", "setbufsize", "geterr",
-              "seterr", "geterrcall", "seterrcall", "get_include", "show_config", "show_runtime", "info", "test",
-              "linalg.test", "fft.test"):
+              "seterr", "geterrcall", "seterrcall", "get_include", "show_config", "show_runtime", "info", "test"):
     REFUSED[f"numpy.{_name}"] = _CONFIG
 for _name in ("typename", "isdtype", "issubdtype", "promote_types", "mintypecode", "broadcast_shapes"):
     REFUSED[f"numpy.{_name}"] = _DTYPES

@@ -160,7 +160,14 @@ def _ruled_names() -> set[str]:
 def _registered_cases() -> dict[str, Case]:
     """A case for every registered callable: the hand-written ones, and an elementwise one per ufunc."""
     ruled = _ruled_names()
-    cases: dict[str, Optional[Case]] = {name: case for name, case in _cases().items() if name in ruled}
+    cases: dict[str, Optional[Case]] = {}
+    for name, case in _cases().items():
+        plain = name.partition(":")[0]
+        if plain in ruled:
+            # numpy.linalg's and numpy.fft's own families (linalg_extra, fourier) hold their names' cases: these
+            # run as more ways to call them
+            other_family = plain.startswith(("numpy.linalg.", "numpy.fft.")) and ":" not in name
+            cases[f"{name}: along the last axes" if other_family else name] = case
     for f in registered_callables():
         if isinstance(f, np.ufunc):
             cases.setdefault(f"numpy.{f.__name__}", ufunc_case(f))

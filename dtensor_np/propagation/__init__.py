@@ -20,6 +20,7 @@ from . import fft, linalg  # noqa: F401  (numpy.fft and numpy.linalg)
 from . import layout_ops, reorder, scans, statistics  # noqa: F401  (cumsum, argmax, var, sort, flip, tile, take...)
 from . import updates  # noqa: F401  (x[index] = value and the functional updates)
 from . import bits  # noqa: F401  (packbits, unpackbits)
+from . import convolution, gathered_operands, halo, least_squares  # noqa: F401  (issue 37: diff, convolve, lstsq, polyfit, eig...)
 from .einop import OutputSharding, einop_rule, pointwise_rule
 from .registry import Decision, OpRule, decide, registered_ops, rule_for, rule_lookup
 from .elementwise import foreign_ufunc_rule
@@ -35,7 +36,7 @@ def rule_of(fn: object, method: str = "__call__") -> "OpRule | None":
 
     Example:
         >>> import numpy as np
-        >>> rule_of(np.add).name, rule_of(np.add, "reduce").name, rule_of(np.diff)
+        >>> rule_of(np.add).name, rule_of(np.add, "reduce").name, rule_of(np.fft.fftfreq)
         ('add', 'add.reduce', None)
     """
     if method == "__call__":

@@ -97,7 +97,7 @@ def rule_lookup(func: Any) -> Optional[OpRule]:
 
     Example:
         >>> import numpy as np
-        >>> rule_lookup(np.add).name, rule_lookup(np.diff), rule_lookup([])
+        >>> rule_lookup(np.add).name, rule_lookup(np.fft.fftfreq), rule_lookup([])
         ('add', None, None)
     """
     try:

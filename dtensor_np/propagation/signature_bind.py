@@ -36,7 +36,7 @@ from collectives import frozen
 from ..errors import ShardingError
 from ..sharded import array_operands, is_sharded
 
-__all__ = ["signature_binder", "named_arguments", "pop_dtensor", "no_more_arguments"]
+__all__ = ["signature_binder", "bound_arguments", "named_arguments", "pop_dtensor", "no_more_arguments"]
 
 
 def named_arguments(name: str, names: Sequence[str], args: tuple, kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -77,6 +77,21 @@ def no_more_arguments(name: str, given: Mapping[str, Any]) -> None:
         raise TypeError(f"{name}() got unexpected arguments {sorted(given)}")
 
 
+def bound_arguments(signature: inspect.Signature, name: str, args: tuple, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The call's arguments by the signature's names, defaults filled in; Python's TypeError naming ``name``.
+
+    Example:
+        >>> bound_arguments(inspect.signature(np.polyder), "numpy.polyder", ([1, 2],), {})
+        {'p': [1, 2], 'm': 1}
+    """
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"{name}: {e}") from None
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
 def signature_binder(func: Callable[..., Any], module: str, arrays: int = 1, scalars: tuple[str, ...] = ()) -> Callable[[tuple, dict], tuple[tuple[Any, ...], Hashable]]:
     """``bind(args, kwargs) -> (DTensors, key)`` for ``func``, whose first ``arrays`` parameters are arrays.
 
@@ -89,12 +104,7 @@ def signature_binder(func: Callable[..., Any], module: str, arrays: int = 1, sca
     params = list(signature.parameters)[:arrays]
 
     def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"{name}: {e}") from None
-        bound.apply_defaults()
-        given = dict(bound.arguments)
+        given = bound_arguments(signature, name, args, kwargs)
         tensors = tuple(array_operands([given.pop(p) for p in params]))
         for p, t in zip(params, tensors):
             if not is_sharded(t):
