@@ -19,10 +19,11 @@ from typing import Iterator
 
 from ..numpy_catalogue import Case
 from . import joining
+from . import ndarray_methods
 
 __all__ = ["FAMILIES", "catalogue_cases", "joining"]
 
-FAMILIES = {"joining": joining}
+FAMILIES = {"joining": joining, "ndarray_methods": ndarray_methods}
 """The modules of composites, by name: each registers its functions and lists their cases in ``CASES``."""
 
 
