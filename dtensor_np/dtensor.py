@@ -42,6 +42,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
+from collectives import array_module
 from collectives.dtypes import dtype_code, dtype_name
 from collectives.keys import FLOAT_TYPES, PLAIN_TYPES
 
@@ -163,6 +164,7 @@ class DTensor(NDArrayOperatorsMixin):
         return n
 
     def __len__(self) -> int:
+        """``len(x)``: the length of the first dim (a TypeError for a 0-d array, as NumPy's)."""
         if not self.shape:
             raise TypeError("len() of a 0-d DTensor")
         return self.shape[0]
@@ -223,15 +225,19 @@ class DTensor(NDArrayOperatorsMixin):
         return self._scalar(bool)
 
     def __int__(self) -> int:
+        """``int(x)`` of a one-element array, on every rank."""
         return self._scalar(int)
 
     def __float__(self) -> float:
+        """``float(x)`` of a one-element array, on every rank."""
         return self._scalar(float)
 
     def __complex__(self) -> complex:
+        """``complex(x)`` of a one-element array, on every rank."""
         return self._scalar(complex)
 
     def __index__(self) -> int:
+        """``operator.index(x)`` of a 0-d integer array, on every rank (NumPy's TypeError otherwise)."""
         return self._scalar(operator.index)
 
     # -- the Array API: device, sharding, namespace ---------------------------------------
@@ -419,6 +425,7 @@ class DTensor(NDArrayOperatorsMixin):
 
     # -- NumPy protocols (a repeated call is one FAST_PATH lookup: see dtensor_np.dispatch) ------
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        """NumPy's ufuncs on DTensors: through their sharding rules (``out=`` rebinds its DTensors)."""
         out = kwargs.pop("out", None) if kwargs else None
         key = call_key(ufunc if method == "__call__" else (ufunc, method), inputs, kwargs) if out is None else None
         if key is not None:
@@ -431,6 +438,7 @@ class DTensor(NDArrayOperatorsMixin):
         return result if out is None else _rebind_outputs(out, result, ufunc.__name__, kwargs.get("casting"))
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        """NumPy's functions on DTensors: through their sharding rules, composites or views."""
         direct = _HOOKS.functions.get(func)
         if direct is not None:  # functions that are no rule: copyto, split... (dtensor_np.views)
             return direct(*args, **kwargs)
@@ -523,6 +531,7 @@ class DTensor(NDArrayOperatorsMixin):
         """Sorted in place along ``axis`` (this handle rebound; through its base for a view), as NumPy's ``sort``."""
         if order is not None:
             raise ValueError("Cannot specify order when the array has no fields.")
+        axis = operator.index(axis)  # NumPy's TypeError for axis=None: an in-place sort keeps the shape
         sorted_ = np.sort(self, axis=axis, kind=kind) if stable is None else np.sort(self, axis=axis, kind=kind,
                                                                                   stable=stable)
         self._rebind(sorted_)
@@ -533,6 +542,7 @@ class DTensor(NDArrayOperatorsMixin):
 
     def partition(self, kth: Any, axis: int = -1, kind: str = "introselect", order: Any = None) -> None:
         """Partitioned in place around ``kth`` (``np.partition``; this handle rebound, through its base for a view)."""
+        axis = operator.index(axis)  # NumPy's TypeError for axis=None: an in-place partition keeps the shape
         self._rebind(np.partition(self, kth, axis=axis, kind=kind, order=order))
 
     def argpartition(self, kth: Any, axis: Any = -1, kind: str = "introselect", order: Any = None) -> "DTensor":
@@ -583,8 +593,10 @@ class DTensor(NDArrayOperatorsMixin):
         return np.repeat(self, repeats, axis=axis)
 
     def take(self, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise") -> Any:
-        """``np.take``: the elements (the slices along ``axis``) at ``indices``."""
-        return np.take(self, indices, axis=axis, **_given(out=out, mode=None if mode == "raise" else mode))
+        """``np.take``: the elements (the slices along ``axis``) at ``indices``; without ``axis``, those of the
+        flat array (``np.take`` of ``np.ravel(x)``, as NumPy takes them)."""
+        source = self if axis is not None or self.ndim == 1 else np.ravel(self)
+        return np.take(source, indices, axis=axis, **_given(out=out, mode=None if mode == "raise" else mode))
 
     def put(self, indices: Any, values: Any, mode: str = "raise") -> None:
         """``np.put``: the elements at the flat ``indices`` set to ``values``, in place (this handle rebound)."""
@@ -683,7 +695,7 @@ class DTensor(NDArrayOperatorsMixin):
             >>> x.byteswap().full_tensor().tolist()
             [256, 1]
         """
-        swapped = map_shards(self, lambda a: a.byteswap(), self.dtype)
+        swapped = map_shards(self, swap_bytes, self.dtype)
         if inplace:
             return self._rebind(swapped)
         return swapped
@@ -1027,6 +1039,23 @@ def map_shards(x: DTensor, fn: Callable[[Any], Any], dtype: Any, shape: Optional
     return x._result_class({r: fn(a) for r, a in x._shards.items()}, out, namespace=x._namespace)
 
 
+def swap_bytes(a: Any) -> Any:
+    """NumPy's ``a.byteswap()`` of a NumPy or CuPy array (CuPy has none): the bytes of every element reversed, of
+    each part of a complex one, in a new array.
+
+    Example:
+        >>> swap_bytes(np.array([1, 256], np.int16)).tolist()
+        [256, 1]
+    """
+    if hasattr(a, "byteswap"):
+        return a.byteswap()
+    xp = array_module(a)
+    part = a.dtype.itemsize // (2 if a.dtype.kind == "c" else 1)
+    flat = xp.ascontiguousarray(a).reshape(-1)
+    swapped = flat.view(xp.uint8).reshape(-1, part)[:, ::-1]
+    return xp.ascontiguousarray(swapped).reshape(-1).view(a.dtype).reshape(a.shape)
+
+
 def _shown(x: DTensor) -> tuple[np.ndarray, bool]:
     """The values NumPy prints of ``x`` as a host array, and whether NumPy summarises them.
 
@@ -1280,7 +1309,8 @@ def _refused(name: str, reason: str) -> property:
         raise AttributeError(reason)
 
     refuse.__name__ = name
-    return property(refuse, doc=f"Refused: {reason}.")
+    refuse.__doc__ = f"Refused (an AttributeError): {reason}."
+    return property(refuse)
 
 
 for _name, _reason in REFUSED_ATTRIBUTES.items():
