@@ -33,13 +33,16 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import operator
+import sys
 import zlib
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
+from collectives import array_module
 from collectives.dtypes import dtype_code, dtype_name
 from collectives.keys import FLOAT_TYPES, PLAIN_TYPES
 
@@ -50,7 +53,7 @@ from .dispatch import dispatch, dispatch_ufunc, run_rule
 from .errors import ShardingError
 from .fast_path import FAST_PATH, call_key, register_fast_type
 from .from_local import build_from_local
-from .indexing import GETITEM, UPDATE, IndexUpdater, getitem, iterate, update
+from .indexing import GETITEM, UPDATE, IndexUpdater, elements, flat_positions, getitem, iterate, update
 from .local_tensor import LocalTensor
 from .mesh import DeviceMesh
 from .placements import Partial, Placement, Replicate, placements_str
@@ -61,8 +64,12 @@ from .sharded import register_sharded_type
 from .redistribute import full_replicator, redistribute_shards, redistribution
 from .runtime import backend_for
 from .spec import DTensorSpec, ShardOrder, TensorMeta
+from .strides import contiguous_in, proxy
 
-__all__ = ["DTensor", "distribute_tensor"]
+__all__ = ["DTensor", "distribute_tensor", "Flags", "FlatIter", "REFUSED_ATTRIBUTES"]
+
+_NO_VALUE = np._NoValue  # NumPy's "argument not given" (``initial=<no value>``)
+_OWN_REFERENCES = 3  # sys.getrefcount(self) in a method when only the caller's name holds the array
 
 
 class DTensor(NDArrayOperatorsMixin):
@@ -93,12 +100,26 @@ class DTensor(NDArrayOperatorsMixin):
         object.__setattr__(self, "_namespace", namespace)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("a DTensor's value is immutable: operations return new DTensors")
+        """``x.real = v``, ``x.imag = v`` and ``x.flat = v`` write the elements (as NumPy's); nothing else is set."""
+        if name == "real" or name == "flat":
+            getattr(self, name)[...] = value
+            return
+        if name == "imag":
+            if self.dtype.kind != "c":
+                raise TypeError("array does not have imaginary part to set")
+            self.imag[...] = value
+            return
+        raise AttributeError(f"cannot set {name!r} of a DTensor: its value changes only by writes to its elements "
+                             "(x[...] = v) and operations return new DTensors (x = x.reshape(...), x.astype(...))")
 
     def _rebind(self, value: "DTensor") -> "DTensor":
-        """Point this handle at ``value``'s spec and shards (``x[i] = v``, ``x += y``, ``out=x``); returns self."""
-        object.__setattr__(self, "_shards", value._shards)
-        object.__setattr__(self, "_spec", value._spec)
+        """Point this handle at ``value``'s spec and shards (``x[i] = v``, ``x += y``, ``out=x``); returns self.
+
+        Both are read before either is set: ``value`` may be a view of this array (``x.resize``'s reshape).
+        """
+        shards, spec = value._shards, value._spec
+        object.__setattr__(self, "_shards", shards)
+        object.__setattr__(self, "_spec", spec)
         return self
 
     __hash__ = None  # type: ignore[assignment]  # like ndarray: == is elementwise
@@ -106,36 +127,44 @@ class DTensor(NDArrayOperatorsMixin):
     # -- properties ----------------------------------------------------------
     @property
     def spec(self) -> DTensorSpec:
+        """The :class:`DTensorSpec`: mesh, placements, global shape and dtype."""
         return self._spec
 
     @property
     def mesh(self) -> DeviceMesh:
+        """The :class:`DeviceMesh` the array lives on."""
         return self._spec.mesh
 
     @property
     def placements(self) -> tuple[Placement, ...]:
+        """How the array lies on each mesh dim (``Shard``, ``Replicate``, ``Partial``)."""
         return self._spec.placements
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The global shape (from the spec: no communication)."""
         return self._spec.shape
 
     @property
     def dtype(self) -> np.dtype:
+        """The element type (NumPy's)."""
         return self._spec.dtype
 
     @property
     def ndim(self) -> int:
+        """The number of dims."""
         return self._spec.ndim
 
     @property
     def size(self) -> int:
+        """The number of elements, over every rank."""
         n = 1
         for s in self.shape:
             n *= s
         return n
 
     def __len__(self) -> int:
+        """``len(x)``: the length of the first dim (a TypeError for a 0-d array, as NumPy's)."""
         if not self.shape:
             raise TypeError("len() of a 0-d DTensor")
         return self.shape[0]
@@ -159,7 +188,18 @@ class DTensor(NDArrayOperatorsMixin):
         _set_spec(self, new._spec)
 
     def __iter__(self) -> Any:
-        """The rows along the first dim, each one ``x[i]`` (a view when ``x`` has 2 dims or more, as in NumPy)."""
+        """The rows along the first dim, each one ``x[i]`` (a view when ``x`` has 2 dims or more, as in NumPy); the
+        elements of a 1-d array as 0-d arrays, read a block at a time (:func:`dtensor_np.indexing.elements`: one
+        gather per MiB, none when replicated), so ``sum(x)``, ``max(x)``, ``sorted(x)`` cost one pass.
+
+        Example:
+            >>> import dtensor_np as dt
+            >>> x = dt.distribute_tensor(np.array([3.0, 1.0, 2.0]), dt.DeviceMesh((2,)), [dt.Shard(0)])
+            >>> [float(v) for v in sorted(x)], float(sum(x)), float(max(x))
+            ([1.0, 2.0, 3.0], 6.0, 3.0)
+        """
+        if self.ndim == 1:
+            return elements(self)
         if not self.shape:
             iterate(self)  # NumPy's TypeError for a 0-d array
         return (self[i] for i in range(self.shape[0]))
@@ -185,15 +225,19 @@ class DTensor(NDArrayOperatorsMixin):
         return self._scalar(bool)
 
     def __int__(self) -> int:
+        """``int(x)`` of a one-element array, on every rank."""
         return self._scalar(int)
 
     def __float__(self) -> float:
+        """``float(x)`` of a one-element array, on every rank."""
         return self._scalar(float)
 
     def __complex__(self) -> complex:
+        """``complex(x)`` of a one-element array, on every rank."""
         return self._scalar(complex)
 
     def __index__(self) -> int:
+        """``operator.index(x)`` of a 0-d integer array, on every rank (NumPy's TypeError otherwise)."""
         return self._scalar(operator.index)
 
     # -- the Array API: device, sharding, namespace ---------------------------------------
@@ -381,6 +425,7 @@ class DTensor(NDArrayOperatorsMixin):
 
     # -- NumPy protocols (a repeated call is one FAST_PATH lookup: see dtensor_np.dispatch) ------
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        """NumPy's ufuncs on DTensors: through their sharding rules (``out=`` rebinds its DTensors)."""
         out = kwargs.pop("out", None) if kwargs else None
         key = call_key(ufunc if method == "__call__" else (ufunc, method), inputs, kwargs) if out is None else None
         if key is not None:
@@ -398,6 +443,7 @@ class DTensor(NDArrayOperatorsMixin):
         return result if out is None else _rebind_outputs(out, result, ufunc.__name__, kwargs.get("casting"))
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        """NumPy's functions on DTensors: through their sharding rules, composites or views."""
         direct = _HOOKS.functions.get(func)
         if direct is not None:  # functions that are no rule: copyto, split... (dtensor_np.views)
             return direct(*args, **kwargs)
@@ -429,7 +475,9 @@ class DTensor(NDArrayOperatorsMixin):
             before_implicit_gather("np.asarray", self.size * self.dtype.itemsize)
         return _host(self.full_tensor(), dtype)
 
-    # -- array methods (each is the NumPy function of the same name) -----------
+    # -- array methods: NumPy's, with its signatures; each calls the NumPy function of its name ---------------
+    # (one rule per concept).  An argument left at its default is not passed on: the call keeps the key of the
+    # plain call, and a rule is never asked about an argument it does not take.
     @property
     def T(self) -> "DTensor":
         """The transpose (a view, as in NumPy)."""
@@ -440,14 +488,18 @@ class DTensor(NDArrayOperatorsMixin):
         return _HOOKS.function_views[np.transpose](args, {}, result)
 
     def transpose(self, *axes: Any) -> "DTensor":
+        """``np.transpose``: the dims permuted (a view); ``x.transpose(1, 0)`` and ``x.transpose((1, 0))`` alike."""
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
             axes = axes[0]
         return np.transpose(self, axes or None)
 
-    def reshape(self, *shape: Any) -> "DTensor":
+    def reshape(self, *shape: Any, order: str = "C", copy: Optional[bool] = None) -> "DTensor":
+        """``np.reshape``: a view where NumPy's is one; ``x.reshape(2, 3)`` and ``x.reshape((2, 3))`` alike."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return np.reshape(self, shape)
+        if order == "C" and copy is None:
+            return np.reshape(self, shape)
+        return np.reshape(self, shape, order=order, copy=copy)
 
     def ravel(self, order: str = "C") -> "DTensor":
         """``np.ravel``: a view where NumPy's is one (a C-contiguous array), else a new array."""
@@ -468,6 +520,14 @@ class DTensor(NDArrayOperatorsMixin):
         """
         return np.copy(self, order=order)
 
+    def __copy__(self) -> "DTensor":
+        """``copy.copy(x)``: ``x.copy()``, as NumPy's."""
+        return self.copy()
+
+    def __deepcopy__(self, memo: Any = None) -> "DTensor":
+        """``copy.deepcopy(x)``: ``x.copy()`` (a DTensor holds no Python objects to copy deeper)."""
+        return self.copy()
+
     def fill(self, value: Any) -> None:
         """Every element set to ``value`` (this handle rebound; through its base for a view), as ``x[...] = value``."""
         self[...] = value
@@ -476,62 +536,382 @@ class DTensor(NDArrayOperatorsMixin):
         """Sorted in place along ``axis`` (this handle rebound; through its base for a view), as NumPy's ``sort``."""
         if order is not None:
             raise ValueError("Cannot specify order when the array has no fields.")
+        axis = operator.index(axis)  # NumPy's TypeError for axis=None: an in-place sort keeps the shape
         sorted_ = np.sort(self, axis=axis, kind=kind) if stable is None else np.sort(self, axis=axis, kind=kind,
                                                                                   stable=stable)
         self._rebind(sorted_)
+
+    def argsort(self, axis: Any = -1, kind: Any = None, order: Any = None, *, stable: Any = None) -> "DTensor":
+        """``np.argsort``: the indices that sort along ``axis``."""
+        return np.argsort(self, axis=axis, kind=kind, order=order, **_given(stable=stable))
+
+    def partition(self, kth: Any, axis: int = -1, kind: str = "introselect", order: Any = None) -> None:
+        """Partitioned in place around ``kth`` (``np.partition``; this handle rebound, through its base for a view)."""
+        axis = operator.index(axis)  # NumPy's TypeError for axis=None: an in-place partition keeps the shape
+        self._rebind(np.partition(self, kth, axis=axis, kind=kind, order=order))
+
+    def argpartition(self, kth: Any, axis: Any = -1, kind: str = "introselect", order: Any = None) -> "DTensor":
+        """``np.argpartition``: the indices that partition along ``axis`` around ``kth``."""
+        return np.argpartition(self, kth, axis=axis, kind=kind, order=order)
+
+    def searchsorted(self, v: Any, side: str = "left", sorter: Any = None) -> "DTensor":
+        """``np.searchsorted``: where the values ``v`` would be inserted in this sorted 1-d array."""
+        return np.searchsorted(self, v, side=side, **_given(sorter=sorter))
 
     def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> "DTensor":
         """``np.diagonal``: a read-only view, as NumPy's."""
         return np.diagonal(self, offset, axis1, axis2)
 
+    def trace(self, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None, out: Any = None) -> Any:
+        """``np.trace``: the sums along the diagonals."""
+        return np.trace(self, offset=offset, axis1=axis1, axis2=axis2, **_given(dtype=dtype, out=out))
+
     @property
     def real(self) -> "DTensor":
-        """The real part (a view, as NumPy's)."""
+        """The real part (a view, as NumPy's); ``x.real = v`` writes it."""
         return np.real(self)
 
     @property
     def imag(self) -> "DTensor":
-        """The imaginary part (a view of a complex array; read-only zeros for a real one, as NumPy's)."""
+        """The imaginary part (a view of a complex array; read-only zeros for a real one, as NumPy's);
+        ``x.imag = v`` writes it."""
         return np.imag(self)
 
+    def conj(self) -> "DTensor":
+        """``np.conjugate``: the complex conjugate, elementwise (a new array)."""
+        return np.conjugate(self)
+
+    def conjugate(self) -> "DTensor":
+        """``np.conjugate``: the complex conjugate, elementwise (a new array)."""
+        return np.conjugate(self)
+
     def swapaxes(self, axis1: int, axis2: int) -> "DTensor":
+        """``np.swapaxes``: two dims exchanged (a view)."""
         return np.swapaxes(self, axis1, axis2)
 
     def squeeze(self, axis: Any = None) -> "DTensor":
+        """``np.squeeze``: dims of length 1 removed (a view)."""
         return np.squeeze(self, axis)
 
-    def astype(self, dtype: Any) -> "DTensor":
-        return _HOOKS.layout(np.copy, (self,), run_rule(ASTYPE, (self, dtype), {}))
+    def repeat(self, repeats: Any, axis: Any = None) -> "DTensor":
+        """``np.repeat``: each element (each slice along ``axis``) repeated."""
+        return np.repeat(self, repeats, axis=axis)
 
-    def sum(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> "DTensor":
-        return np.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
+    def take(self, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise") -> Any:
+        """``np.take``: the elements (the slices along ``axis``) at ``indices``; without ``axis``, those of the
+        flat array (``np.take`` of ``np.ravel(x)``, as NumPy takes them)."""
+        source = self if axis is not None or self.ndim == 1 else np.ravel(self)
+        return np.take(source, indices, axis=axis, **_given(out=out, mode=None if mode == "raise" else mode))
 
-    def mean(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> "DTensor":
-        return np.mean(self, axis=axis, dtype=dtype, keepdims=keepdims)
+    def put(self, indices: Any, values: Any, mode: str = "raise") -> None:
+        """``np.put``: the elements at the flat ``indices`` set to ``values``, in place (this handle rebound)."""
+        np.put(self, indices, values, mode=mode)
 
-    def max(self, axis: Any = None, keepdims: bool = False) -> "DTensor":
-        return np.max(self, axis=axis, keepdims=keepdims)
+    def choose(self, choices: Any, out: Any = None, mode: str = "raise") -> Any:
+        """``np.choose``: each element picks the choice it indexes."""
+        return np.choose(self, choices, mode=mode, **_given(out=out))
 
-    def min(self, axis: Any = None, keepdims: bool = False) -> "DTensor":
-        return np.min(self, axis=axis, keepdims=keepdims)
+    def compress(self, condition: Any, axis: Any = None, out: Any = None) -> Any:
+        """``np.compress``: the slices along ``axis`` (the flat elements) where ``condition`` is true."""
+        return np.compress(condition, self, axis=axis, **_given(out=out))
 
-    def prod(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> "DTensor":
-        return np.prod(self, axis=axis, dtype=dtype, keepdims=keepdims)
+    def nonzero(self) -> tuple["DTensor", ...]:
+        """``np.nonzero``: the indices of the non-zero elements, one array per dim."""
+        return np.nonzero(self)
 
-    def any(self, axis: Any = None, keepdims: bool = False) -> "DTensor":
-        return np.any(self, axis=axis, keepdims=keepdims)
+    def dot(self, other: Any, out: Any = None) -> Any:
+        """``np.dot``: the dot product with ``other``."""
+        return np.dot(self, other, **_given(out=out))
 
-    def all(self, axis: Any = None, keepdims: bool = False) -> "DTensor":
-        return np.all(self, axis=axis, keepdims=keepdims)
+    def resize(self, *new_shape: Any, refcheck: bool = True) -> None:
+        """NumPy's ``ndarray.resize``: this array, in place, of ``new_shape``: its first elements in memory order,
+        zeros after them (``np.resize`` repeats them instead).
 
-    def clip(self, a_min: Any = None, a_max: Any = None) -> "DTensor":
-        return np.clip(self, a_min, a_max)
+        As NumPy, it refuses a view (``x.base`` is not None), an array laid out in neither C nor Fortran order,
+        and with ``refcheck`` an array referenced elsewhere (a view of it, a list holding it: NumPy's reference
+        count check).  The values are those of ``np.ravel`` and ``np.concatenate`` (the zeros a replicated
+        constant), then ``reshape``: rows move where the new blocks need them.
+
+        Example:
+            >>> import dtensor_np as dt
+            >>> x = dt.distribute_tensor(np.arange(4.0), dt.DeviceMesh((2,)), [dt.Shard(0)])
+            >>> x.resize((2, 3))
+            >>> x.full_tensor().tolist()
+            [[0.0, 1.0, 2.0], [3.0, 0.0, 0.0]]
+        """
+        references = sys.getrefcount(self)
+        if len(new_shape) == 1 and (new_shape[0] is None or isinstance(new_shape[0], (tuple, list))):
+            if new_shape[0] is None:  # x.resize(None), as x.resize(): NumPy leaves the array as it is
+                return
+            new_shape = tuple(new_shape[0])
+        elif not new_shape:
+            return
+        shape = tuple(operator.index(n) for n in new_shape)
+        if any(n < 0 for n in shape):
+            raise ValueError("negative dimensions not allowed")
+        if self.base is not None:
+            raise ValueError("cannot resize this array: it does not own its data")
+        flags = self.flags
+        if not flags.forc:
+            raise ValueError("resize only works on single-segment arrays")
+        if refcheck and references > _OWN_REFERENCES:  # a view of it would go on showing its old shape: refused
+            raise ValueError("cannot resize an array that references or is referenced\nby another object in this "
+                             "way.\nUse the np.resize function to get a new resized copy or\n set refcheck=False to "
+                             "disable this check")
+        fortran = flags.fnc  # the elements in Fortran order: those of the transpose in C order
+        size = 1
+        for n in shape:
+            size *= n
+        flat = np.ravel(np.transpose(self) if fortran else self)
+        if size <= self.size:
+            flat = flat[:size]
+        else:
+            flat = np.concatenate([flat, np.zeros(size - self.size, self.dtype)])
+        value = np.transpose(np.reshape(flat, shape[::-1])) if fortran else np.reshape(flat, shape)
+        self._rebind(value)
+        if fortran:  # a Fortran-ordered owner stays one, of its new shape
+            f_order = tuple(range(len(shape) - 1, -1, -1))
+            object.__setattr__(self, "_twin", contiguous_in(f_order, shape, self.dtype.itemsize))
+
+    def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
+               copy: bool = True) -> "DTensor":
+        """The values cast to ``dtype`` (NumPy's ``astype``: ``casting`` checked first; with ``copy=False`` this array
+        itself where no cast and no change of order is needed)."""
+        if casting != "unsafe" and not np.can_cast(self.dtype, dtype, casting=casting):
+            raise TypeError(f"Cannot cast array data from {self.dtype!r} to {np.dtype(dtype)!r} according to the rule "
+                            f"{casting!r}")
+        if not copy and np.dtype(dtype) == self.dtype:
+            flags = self.flags
+            if order == "K" or (order == "A" and flags.forc) or (order == "C" and flags.c_contiguous) or (
+                    order == "F" and flags.f_contiguous):
+                return self
+        value = run_rule(ASTYPE, (self, dtype), {})
+        if order == "K":
+            return _HOOKS.layout(np.copy, (self,), value)
+        return np.copy(value, order=order)
+
+    def byteswap(self, inplace: bool = False) -> "DTensor":
+        """NumPy's ``byteswap``: every element's bytes reversed (each rank's block, no communication once a pending
+        ``Partial`` is reduced); ``inplace=True`` rebinds this array (through its base for a view) and returns it.
+
+        Example:
+            >>> import dtensor_np as dt
+            >>> x = dt.distribute_tensor(np.array([1, 256], np.int16), dt.DeviceMesh((2,)), [dt.Shard(0)])
+            >>> x.byteswap().full_tensor().tolist()
+            [256, 1]
+        """
+        swapped = map_shards(self, swap_bytes, self.dtype)
+        if inplace:
+            return self._rebind(swapped)
+        return swapped
+
+    def view(self, *args: Any, **kwargs: Any) -> "DTensor":
+        """NumPy's ``view``: ``x.view()`` a view of the same values (``x[...]``); ``x.view(dtype)`` the bytes read as
+        ``dtype`` (each rank's block, no communication), a view that writes through to ``x``; a dtype of another
+        itemsize changes the length of the last dim, which must not be sharded.  ``x.view(type)``: a TypeError
+        (a DTensor is no other array type).  See :mod:`dtensor_np.functions.ndarray_methods`."""
+        return _HOOKS.methods["view"](self, *args, **kwargs)
+
+    # reductions: NumPy's signatures; where=/initial= go to the rule, which says what it supports
+    def sum(self, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
+            initial: Any = _NO_VALUE, where: Any = True) -> Any:
+        """``np.sum``."""
+        if out is None and initial is _NO_VALUE and where is True:
+            return np.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
+        return np.sum(self, axis=axis, dtype=dtype, keepdims=keepdims, **_given(out=out, initial=initial, where=where))
+
+    def prod(self, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
+             initial: Any = _NO_VALUE, where: Any = True) -> Any:
+        """``np.prod``."""
+        if out is None and initial is _NO_VALUE and where is True:
+            return np.prod(self, axis=axis, dtype=dtype, keepdims=keepdims)
+        return np.prod(self, axis=axis, dtype=dtype, keepdims=keepdims,
+                       **_given(out=out, initial=initial, where=where))
+
+    def mean(self, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, *,
+             where: Any = True) -> Any:
+        """``np.mean``."""
+        if out is None and where is True:
+            return np.mean(self, axis=axis, dtype=dtype, keepdims=keepdims)
+        return np.mean(self, axis=axis, dtype=dtype, keepdims=keepdims, **_given(out=out, where=where))
+
+    def max(self, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = _NO_VALUE,
+            where: Any = True) -> Any:
+        """``np.max``."""
+        if out is None and initial is _NO_VALUE and where is True:
+            return np.max(self, axis=axis, keepdims=keepdims)
+        return np.max(self, axis=axis, keepdims=keepdims, **_given(out=out, initial=initial, where=where))
+
+    def min(self, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = _NO_VALUE,
+            where: Any = True) -> Any:
+        """``np.min``."""
+        if out is None and initial is _NO_VALUE and where is True:
+            return np.min(self, axis=axis, keepdims=keepdims)
+        return np.min(self, axis=axis, keepdims=keepdims, **_given(out=out, initial=initial, where=where))
+
+    def any(self, axis: Any = None, out: Any = None, keepdims: bool = False, *, where: Any = True) -> Any:
+        """``np.any``."""
+        if out is None and where is True:
+            return np.any(self, axis=axis, keepdims=keepdims)
+        return np.any(self, axis=axis, keepdims=keepdims, **_given(out=out, where=where))
+
+    def all(self, axis: Any = None, out: Any = None, keepdims: bool = False, *, where: Any = True) -> Any:
+        """``np.all``."""
+        if out is None and where is True:
+            return np.all(self, axis=axis, keepdims=keepdims)
+        return np.all(self, axis=axis, keepdims=keepdims, **_given(out=out, where=where))
+
+    def std(self, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: bool = False, *,
+            where: Any = True, mean: Any = _NO_VALUE) -> Any:
+        """``np.std`` (NumPy's method takes no ``correction``: ``np.std`` does)."""
+        return np.std(self, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims,
+                      **_given(out=out, where=where, mean=mean))
+
+    def var(self, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: bool = False, *,
+            where: Any = True, mean: Any = _NO_VALUE) -> Any:
+        """``np.var`` (NumPy's method takes no ``correction``: ``np.var`` does)."""
+        return np.var(self, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims,
+                      **_given(out=out, where=where, mean=mean))
+
+    def argmax(self, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
+        """``np.argmax``: the index of the first maximum (flat, or along ``axis``)."""
+        return np.argmax(self, axis=axis, keepdims=keepdims, **_given(out=out))
+
+    def argmin(self, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
+        """``np.argmin``: the index of the first minimum (flat, or along ``axis``)."""
+        return np.argmin(self, axis=axis, keepdims=keepdims, **_given(out=out))
+
+    def cumsum(self, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
+        """``np.cumsum``: running sums (of the flat array without ``axis``)."""
+        return np.cumsum(self, axis=axis, dtype=dtype, **_given(out=out))
+
+    def cumprod(self, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
+        """``np.cumprod``: running products (of the flat array without ``axis``)."""
+        return np.cumprod(self, axis=axis, dtype=dtype, **_given(out=out))
+
+    def clip(self, min: Any = None, max: Any = None, out: Any = None, **kwargs: Any) -> Any:
+        """``np.clip``: the values limited to ``[min, max]``."""
+        return np.clip(self, min, max, **_given(out=out), **kwargs)
+
+    def round(self, decimals: int = 0, out: Any = None) -> Any:
+        """``np.round``: rounded to ``decimals`` (half to even, as NumPy)."""
+        return np.round(self, decimals, **_given(out=out))
+
+    # -- Python values: each a small collective every rank makes, unless the array is replicated ----------------
+    def item(self, *args: Any) -> Any:
+        """The element at ``args`` as a Python scalar on every rank, as NumPy's ``item``: no argument, the only
+        element; an int, a flat index; one int per dim (or their tuple), a position.  NumPy's errors come first;
+        then only that element moves (one broadcast from its owner; nothing when replicated).
+
+        Example:
+            >>> import dtensor_np as dt
+            >>> x = dt.distribute_tensor(np.arange(6.0).reshape(2, 3), dt.DeviceMesh((2,)), [dt.Shard(0)])
+            >>> x.item(4), x.item(1, 2), x[0, 1].item()
+            (4.0, 5.0, 1.0)
+        """
+        np.broadcast_to(np.zeros((), self.dtype), self.shape).item(*args)  # NumPy's errors, and nothing moves
+        if not self.shape:
+            return _host(self.full_tensor(), None).item()
+        if len(args) == 1 and not isinstance(args[0], tuple):
+            flat = operator.index(args[0])
+            index = tuple(int(i) for i in np.unravel_index(flat + self.size if flat < 0 else flat, self.shape))
+        else:
+            index = tuple(operator.index(i) for i in (args[0] if len(args) == 1 else args)) or (0,) * self.ndim
+        return _host(raw_getitem(self, index).full_tensor(), None).item()
+
+    def tolist(self) -> Any:
+        """The whole array as nested Python lists (a Python scalar for a 0-d array) on every rank: gathered
+        (``full_tensor``), as NumPy's ``tolist`` gives it.
+
+        Example:
+            >>> import dtensor_np as dt
+            >>> dt.distribute_tensor(np.arange(4).reshape(2, 2), dt.DeviceMesh((2,)), [dt.Shard(1)]).tolist()
+            [[0, 1], [2, 3]]
+        """
+        return _host(self.full_tensor(), None).tolist()
+
+    def tobytes(self, order: str = "C") -> bytes:
+        """The whole array's bytes, gathered on every rank (``full_tensor``): in C order by default, as NumPy's
+        ``tobytes`` (``"F"``: Fortran order; ``"A"``: Fortran order for a Fortran-contiguous array)."""
+        if order not in ("C", "F", "A", "K", None):
+            raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+        if order in ("A", "K"):
+            order = "F" if self.flags.fnc else "C"
+        return _host(self.full_tensor(), None).tobytes(order=order or "C")
+
+    @property
+    def itemsize(self) -> int:
+        """The bytes of one element (from the dtype)."""
+        return self._spec.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the whole array, over every rank (``size * itemsize``, as NumPy's; no communication)."""
+        return self.size * self._spec.dtype.itemsize
+
+    @property
+    def flags(self) -> "Flags":
+        """NumPy's flags of this array's NumPy twin (contiguity from its strides, :mod:`dtensor_np.strides`;
+        ``writeable`` False for a read-only view; ``owndata`` for an array that is no view), read-only.
+
+        Example:
+            >>> import dtensor_np as dt
+            >>> x = dt.distribute_tensor(np.zeros((2, 3)), dt.DeviceMesh((2,)), [dt.Shard(0)])
+            >>> x.flags.c_contiguous, x.T.flags.f_contiguous, x.T.flags.owndata, x.diagonal().flags.writeable
+            (True, True, False, False)
+        """
+        return Flags(self)
+
+    @property
+    def flat(self) -> "FlatIter":
+        """NumPy's ``flat``: ``x.flat[i]`` reads and ``x.flat[i] = v`` writes by flat (C-order) index, and
+        ``for v in x.flat`` iterates over the elements (see :class:`FlatIter`)."""
+        return FlatIter(self)
+
+    # -- Python builtins, as on ndarrays ---------------------------------------------------------------------
+    def __contains__(self, value: Any) -> bool:
+        """``value in x``: NumPy's ``(x == value).any()`` (a reduction, then one small collective)."""
+        return bool((self == value).any())
+
+    def __round__(self, ndigits: Optional[int] = None) -> Any:
+        """``round(x)`` of a 0-d array as of a NumPy scalar: a Python int without ``ndigits``, else ``np.round``
+        (a 0-d array).  NumPy's arrays of 1 dim or more have no ``__round__``: a TypeError, as theirs."""
+        if self.ndim:
+            raise TypeError(f"type DTensor of {self.ndim} dim{'s' if self.ndim > 1 else ''} doesn't define "
+                            "__round__ method (neither does numpy.ndarray): use np.round(x, decimals)")
+        if self.dtype.kind not in "iuf":
+            raise TypeError(f"type numpy.{self.dtype.name} doesn't define __round__ method")
+        if ndigits is None:
+            return round(self.item())
+        return np.round(self, ndigits)
+
+    def __format__(self, format_spec: str) -> str:
+        """``format(x, spec)``, f-strings: a 0-d array formats as its NumPy scalar; a larger one only with an empty
+        spec (its ``str``), as NumPy's."""
+        if not self.shape:
+            return format(_host(self.full_tensor(), None)[()], format_spec)
+        if format_spec:
+            raise TypeError("unsupported format string passed to DTensor.__format__")
+        return str(self)
 
     def __repr__(self) -> str:
-        return (
-            f"DTensor(shape={self.shape}, dtype={self.dtype}, placements={placements_str(self.placements)}, "
-            f"mesh={self.mesh!r})"
-        )
+        """NumPy's repr of the values (``DTensor(`` for ``array(``), then the placements and the mesh.
+
+        A large array (``size`` above ``np.get_printoptions()["threshold"]``) prints NumPy's summary and only its
+        corners (``edgeitems`` along each long dim) are gathered.  A collective every rank makes, unless the array
+        is replicated.
+
+        Example:
+            >>> import dtensor_np as dt
+            >>> dt.distribute_tensor(np.arange(4.0).reshape(2, 2), dt.DeviceMesh((2,)), [dt.Shard(0)])
+            DTensor([[0., 1.],
+                     [2., 3.]], placements=S(0), mesh=DeviceMesh((2,)))
+        """
+        return array_text(self, True)
+
+    def __str__(self) -> str:
+        """NumPy's str of the values (summarised as :meth:`__repr__`), then the placements and the mesh."""
+        return array_text(self, False)
 
 
 register_sharded_type(DTensor)
@@ -637,6 +1017,311 @@ def _rebind_outputs(out: Any, result: Any, name: str, casting: Optional[str]) ->
         target._rebind(value)
     return outs[0] if len(outs) == 1 else outs
 
+# -- the methods' helpers ---------------------------------------------------------------------------------------
+def _given(**kwargs: Any) -> dict[str, Any]:
+    """The keyword arguments of a method call that are not at their defaults (None, NumPy's ``<no value>``,
+    ``where=True``): what the method passes on to its NumPy function."""
+    return {name: value for name, value in kwargs.items()
+            if value is not None and value is not _NO_VALUE and not (name == "where" and value is True)}
+
+
+def map_shards(x: DTensor, fn: Callable[[Any], Any], dtype: Any, shape: Optional[Sequence[int]] = None) -> DTensor:
+    """A new DTensor of ``fn`` applied to each held shard of ``x``, with ``x``'s placements, of ``dtype`` and
+    ``shape`` (default ``x``'s): NumPy's byte-level methods (``byteswap``, ``view(dtype)``), each rank on its own
+    block.  A pending ``Partial`` is reduced first (the bytes of a partial sum mean nothing); nothing else moves.
+
+    Example:
+        >>> import dtensor_np as dt
+        >>> x = dt.distribute_tensor(np.arange(3, dtype=np.int16), dt.DeviceMesh((2,)), [dt.Shard(0)])
+        >>> map_shards(x, lambda a: a.view(np.uint16), np.uint16).full_tensor().tolist()
+        [0, 1, 2]
+    """
+    if any(isinstance(p, Partial) for p in x.placements):
+        x = x.redistribute(tuple(Replicate() if isinstance(p, Partial) else p for p in x.placements))
+    spec = x._spec
+    meta = TensorMeta(tuple(spec.shape if shape is None else shape), np.dtype(dtype))
+    out = DTensorSpec(spec.mesh, spec.placements, meta, spec.shard_order)
+    return x._result_class({r: fn(a) for r, a in x._shards.items()}, out, namespace=x._namespace)
+
+
+def swap_bytes(a: Any) -> Any:
+    """NumPy's ``a.byteswap()`` of a NumPy or CuPy array (CuPy has none): the bytes of every element reversed, of
+    each part of a complex one, in a new array.
+
+    Example:
+        >>> swap_bytes(np.array([1, 256], np.int16)).tolist()
+        [256, 1]
+    """
+    if hasattr(a, "byteswap"):
+        return a.byteswap()
+    xp = array_module(a)
+    part = a.dtype.itemsize // (2 if a.dtype.kind == "c" else 1)
+    flat = xp.ascontiguousarray(a).reshape(-1)
+    swapped = flat.view(xp.uint8).reshape(-1, part)[:, ::-1]
+    return xp.ascontiguousarray(swapped).reshape(-1).view(a.dtype).reshape(a.shape)
+
+
+def _shown(x: DTensor) -> tuple[np.ndarray, bool]:
+    """The values NumPy prints of ``x`` as a host array, and whether NumPy summarises them.
+
+    An array of at most ``threshold`` elements is gathered whole (so is one printed with ``edgeitems=0``, whose
+    widths NumPy works out from every value).  A larger one: only its corners
+    (``edgeitems`` at each end of each dim longer than twice that; one ``x[np.ix_(...)]``, so only they move),
+    with a stand-in element where NumPy prints ``...``: it is never printed, nor read for the widths (NumPy
+    works them out from the corners alone), so the text is NumPy's for the whole array.
+    """
+    options = np.get_printoptions()
+    if x.size == 0:
+        return np.empty(x.shape, x.dtype), False
+    e = options["edgeitems"]
+    if not x.shape or x.size <= options["threshold"] or e == 0:  # edgeitems=0: NumPy reads every value for widths
+        return _host(x.full_tensor(), None), x.size > options["threshold"]
+    long = [n > 2 * e for n in x.shape]
+    picks = [np.concatenate([np.arange(e), np.arange(n - e, n)]) if cut else np.arange(n)
+             for n, cut in zip(x.shape, long)]
+    shown = _host(raw_getitem(x, np.ix_(*picks)).full_tensor(), None)
+    for d, cut in enumerate(long):
+        if cut:
+            lead = (slice(None),) * d
+            middle = np.zeros(shown.shape[:d] + (1,) + shown.shape[d + 1:], shown.dtype)
+            shown = np.concatenate([shown[lead + (slice(0, e),)], middle, shown[lead + (slice(e, None),)]], axis=d)
+    return shown, True
+
+
+def _dtype_text(dtype: np.dtype, empty: bool) -> str:
+    """NumPy's ``dtype=...`` in the repr of an array of ``dtype`` (always there when ``empty``), or ``""`` where
+    NumPy leaves it out (``float64``, ``int64``, ``bool``, ``complex128``)."""
+    text = np.array_repr(np.zeros(0 if empty else 1, dtype))
+    at = text.rfind("dtype=")
+    return text[at:-1] if at >= 0 else ""
+
+
+def array_text(x: DTensor, as_repr: bool) -> str:
+    """``repr(x)`` (``as_repr``) or ``str(x)``: NumPy's text of the values (``DTensor(`` for ``array(``; a large
+    array summarised, only its corners gathered: :func:`_shown`), then the placements and the mesh.
+
+    Example:
+        >>> import dtensor_np as dt
+        >>> x = dt.distribute_tensor(np.arange(3, dtype=np.int8), dt.DeviceMesh((2,)), [dt.Shard(0)])
+        >>> array_text(x, True)
+        'DTensor([0, 1, 2], dtype=int8, placements=S(0), mesh=DeviceMesh((2,)))'
+        >>> array_text(x, False)
+        '[0 1 2] (placements=S(0), mesh=DeviceMesh((2,)))'
+    """
+    shown, summarised = _shown(x)
+    options = np.get_printoptions()
+    where = [f"placements={placements_str(x.placements)}", f"mesh={x.mesh!r}"]
+    prefix = "DTensor("
+    with np.printoptions(threshold=0) if summarised else contextlib.nullcontext():
+        if not as_repr:
+            return f"{np.array_str(shown)} ({', '.join(where)})"
+        values = np.array2string(shown, separator=", ", prefix=prefix, suffix=")")
+    extras = []
+    if (x.size == 0 and x.shape != (0,)) or (summarised and options["legacy"] is False):
+        extras.append(f"shape={x.shape}")
+    dtype = _dtype_text(x.dtype, x.size == 0)
+    if dtype:
+        extras.append(dtype)
+    text = prefix + values + ","
+    tail = ", ".join(extras + where) + ")"
+    last_line = len(text) - (text.rfind("\n") + 1)
+    spacer = "\n" + " " * len(prefix) if last_line + len(tail) + 1 > options["linewidth"] else " "
+    return text + spacer + tail
+
+
+class Flags:
+    """``x.flags``: NumPy's flags of a DTensor, read-only.
+
+    ``c_contiguous``/``f_contiguous`` are those of its NumPy twin (the strides NumPy would give it:
+    :mod:`dtensor_np.strides`, a view's worked out along its chain), ``owndata`` is ``x.base is None``,
+    ``writeable`` is False for a read-only view (``diagonal``, ``broadcast_to``), ``aligned`` is True and
+    ``writebackifcopy`` False; the combined flags (``behaved``, ``carray``, ``forc``...), the mapping keys
+    (``flags["C"]``, ``flags["WRITEABLE"]``...) and ``num`` are NumPy's.
+
+    Example:
+        >>> import dtensor_np as dt
+        >>> x = dt.distribute_tensor(np.zeros((2, 3)), dt.DeviceMesh((2,)), [dt.Shard(0)])
+        >>> f = x.T.flags
+        >>> f.c_contiguous, f["F"], f.owndata, f.writeable, f.num == np.zeros((2, 3)).T.flags.num
+        (False, True, False, True, True)
+    """
+
+    __slots__ = ("_values",)
+    _KEYS = {"C": "C_CONTIGUOUS", "CONTIGUOUS": "C_CONTIGUOUS", "F": "F_CONTIGUOUS", "FORTRAN": "F_CONTIGUOUS",
+             "O": "OWNDATA", "W": "WRITEABLE", "A": "ALIGNED", "X": "WRITEBACKIFCOPY", "B": "BEHAVED",
+             "CA": "CARRAY", "FA": "FARRAY"}
+    _BITS = {"C_CONTIGUOUS": 0x1, "F_CONTIGUOUS": 0x2, "OWNDATA": 0x4, "WRITEABLE": 0x400, "ALIGNED": 0x100,
+             "WRITEBACKIFCOPY": 0x2000}  # in the order of NumPy's repr
+
+    def __init__(self, x: DTensor) -> None:
+        twin = proxy(x.shape, getattr(x, "_twin", None), x.dtype).flags
+        c, f, w = bool(twin.c_contiguous), bool(twin.f_contiguous), not getattr(x, "readonly", False)
+        values = {"C_CONTIGUOUS": c, "F_CONTIGUOUS": f, "OWNDATA": x.base is None, "WRITEABLE": w, "ALIGNED": True,
+                  "WRITEBACKIFCOPY": False, "BEHAVED": w, "CARRAY": w and c, "FARRAY": not c,  # NumPy's test: any of
+                  # aligned, writeable, F-contiguous, and not C-contiguous (so True for a non-contiguous array)
+                  "FNC": f and not c, "FORC": f or c}
+        object.__setattr__(self, "_values", values)
+
+    def __getitem__(self, key: str) -> bool:
+        name = self._KEYS.get(key, key) if isinstance(key, str) else key
+        if name not in self._values:
+            raise KeyError("Unknown flag")
+        return self._values[name]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        raise ValueError(REFUSED_ATTRIBUTES["setflags"])
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise ValueError(REFUSED_ATTRIBUTES["setflags"])
+
+    c_contiguous = contiguous = property(lambda self: self._values["C_CONTIGUOUS"])
+    f_contiguous = fortran = property(lambda self: self._values["F_CONTIGUOUS"])
+    owndata = property(lambda self: self._values["OWNDATA"])
+    writeable = property(lambda self: self._values["WRITEABLE"])
+    aligned = property(lambda self: self._values["ALIGNED"])
+    writebackifcopy = property(lambda self: self._values["WRITEBACKIFCOPY"])
+    behaved = property(lambda self: self._values["BEHAVED"])
+    carray = property(lambda self: self._values["CARRAY"])
+    farray = property(lambda self: self._values["FARRAY"])
+    fnc = property(lambda self: self._values["FNC"])
+    forc = property(lambda self: self._values["FORC"])
+
+    @property
+    def num(self) -> int:
+        """NumPy's bit field of the flags."""
+        return sum(bit for name, bit in self._BITS.items() if self._values[name])
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, Flags) and self._values == other._values
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "".join(f"  {name} : {self._values[name]}\n" for name in self._BITS)
+
+
+class FlatIter:
+    """``x.flat``: NumPy's flat iterator on a DTensor, by position in C order.
+
+    * ``x.flat[i]`` (an int): that element as a 0-d array, as ``x.item(i)`` finds it (one broadcast from its
+      owner); a slice, an int or boolean array (a DTensor one is gathered): ``x[np.unravel_index(positions,
+      x.shape)]``, a new array of the index's shape (only those elements move); ``x.flat[...]``: ``np.ravel(x)``
+      as a new array.  NumPy's errors.
+    * ``x.flat[index] = v``: ``x[np.unravel_index(positions, x.shape)] = v`` (through the base of a view), with
+      NumPy's rules: ``v``'s values in C order, repeated over the positions when there are fewer, the last of
+      duplicate positions kept; one element takes one value.
+    * ``for v in x.flat``: the elements as 0-d arrays (:func:`dtensor_np.indexing.elements`); ``len(x.flat)``,
+      ``x.flat.base``, ``x.flat.copy()`` (``x.flatten()``).
+
+    Example:
+        >>> import dtensor_np as dt
+        >>> x = dt.distribute_tensor(np.arange(6.0).reshape(2, 3), dt.DeviceMesh((2,)), [dt.Shard(1)])
+        >>> x.flat[[1, 4]].full_tensor().tolist(), float(x.flat[-1])
+        ([1.0, 4.0], 5.0)
+        >>> x.flat[::2] = [10.0, 20.0]
+        >>> x.full_tensor().tolist()
+        [[10.0, 1.0, 20.0], [3.0, 10.0, 5.0]]
+    """
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: DTensor) -> None:
+        self.base = base
+
+    def __len__(self) -> int:
+        return self.base.size
+
+    def __iter__(self) -> Any:
+        return elements(self.base, flatten=True)
+
+    def copy(self) -> DTensor:
+        """A new 1-d array of the elements (``x.flatten()``)."""
+        return self.base.flatten()
+
+    def _target(self) -> DTensor:
+        """The array the positions index: ``x``, or for a 0-d ``x`` its 1-element view."""
+        x = self.base
+        return x if x.shape else x.reshape(1)
+
+    def __getitem__(self, index: Any) -> Any:
+        x = self._target()
+        positions = flat_positions(x.size, index)
+        if positions is None:
+            return compute(np.ravel, (x,))
+        return raw_getitem(x, _unravel(positions, x.shape))
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        x = self._target()
+        positions = flat_positions(x.size, index)
+        values = value.reshape(-1) if isinstance(value, DTensor) else np.asarray(value).reshape(-1)
+        if isinstance(positions, int):
+            if values.size != 1:
+                raise ValueError("Error setting single item of array.")
+            x[_unravel(positions, x.shape)] = values[0]
+            return
+        count = x.size if positions is None else positions.size
+        if values.size == 0 or count == 0:
+            return
+        if values.size == 1:
+            values = values[0]
+        elif values.size != count:  # NumPy repeats the values over the positions
+            values = values[np.arange(count) % values.size]
+        if positions is None:
+            x[...] = values if values.ndim == 0 else values.reshape(x.shape)
+        else:
+            x[_unravel(positions.reshape(-1), x.shape)] = values
+
+    def __repr__(self) -> str:
+        return f"<DTensor.flat of shape {self.base.shape}>"
+
+
+def _unravel(positions: Any, shape: tuple[int, ...]) -> tuple[Any, ...]:
+    """The index of ``shape`` of flat ``positions`` (an int: ints, an array: arrays of its shape)."""
+    index = np.unravel_index(positions, shape)
+    return tuple(int(i) for i in index) if isinstance(positions, int) else index
+
+
+_NO_BUFFER = ("a DTensor has no single buffer (its blocks live on many ranks): use x.to_local() for this rank's "
+              "block, or x.full_tensor() for the whole array gathered on every rank")
+REFUSED_ATTRIBUTES = {
+    "ctypes": f"x.ctypes: {_NO_BUFFER}",
+    "data": f"x.data: {_NO_BUFFER}",
+    "strides": ("x.strides: a DTensor has no memory layout of its own (its blocks live on many ranks): use "
+                "x.to_local().strides for this rank's block, x.flags for NumPy's contiguity flags"),
+    "tofile": f"x.tofile: {_NO_BUFFER}, then its tofile (on one rank)",
+    "dump": ("x.dump: a DTensor is not pickled as one array: pickle x.full_tensor() (gathered) or each rank's "
+             "x.to_local()"),
+    "dumps": ("x.dumps: a DTensor is not pickled as one array: pickle x.full_tensor() (gathered) or each rank's "
+              "x.to_local()"),
+    "getfield": ("x.getfield: a DTensor has no structured dtype and no buffer to read a field of: use "
+                 "x.view(dtype) to read the bytes of each element as another dtype"),
+    "setfield": ("x.setfield: a DTensor has no structured dtype and no buffer to write a field of: write elements "
+                 "with x[...] = v"),
+    "setflags": ("x.setflags: a DTensor's flags follow from what it is (x.flags reads them); a read-only view is "
+                 "one of NumPy's (np.broadcast_to(x, x.shape))"),
+}
+"""The attributes of ``numpy.ndarray`` a DTensor has not, and what to use instead (each an ``AttributeError``
+naming it).
+
+Example:
+    >>> sorted(REFUSED_ATTRIBUTES)[:3]
+    ['ctypes', 'data', 'dump']
+"""
+
+
+def _refused(name: str, reason: str) -> property:
+    def refuse(self: DTensor) -> Any:
+        raise AttributeError(reason)
+
+    refuse.__name__ = name
+    refuse.__doc__ = f"Refused (an AttributeError): {reason}."
+    return property(refuse)
+
+
+for _name, _reason in REFUSED_ATTRIBUTES.items():
+    setattr(DTensor, _name, _refused(_name, _reason))
+
+
 # DTensor.redistribute builds its result from a shards dict that nothing else holds (no copy).
 _new_dtensor = DTensor.__new__
 _set_shards = DTensor._shards.__set__  # type: ignore[attr-defined]
@@ -681,13 +1366,15 @@ def raw_getitem(x: DTensor, index: Any) -> DTensor:
 
 
 class _Hooks:
-    """What :mod:`dtensor_np.views` gives DTensor's methods (it imports this module: the hooks are registered)."""
+    """What :mod:`dtensor_np.views` gives DTensor's methods (it imports this module: the hooks are registered), and
+    the methods made of views (``view``), from :mod:`dtensor_np.functions.ndarray_methods`."""
 
     def __init__(self) -> None:
         self.function_views: dict[Any, Callable[..., Any]] = {np.transpose: lambda args, kwargs, result: result}
         self.functions: dict[Any, Callable[..., Any]] = {}
         self.index_view: Callable[[Any, Any, Any], Any] = lambda x, index, result: result
         self.layout: Callable[[Any, Any, Any], Any] = lambda func, inputs, result: result
+        self.methods: dict[str, Callable[..., Any]] = {}
 
 
 _HOOKS = _Hooks()
@@ -703,6 +1390,11 @@ def register_views(index_view: Callable[[Any, Any, Any], Any], function_views: M
     _HOOKS.function_views.update(function_views)
     _HOOKS.functions.update(functions)
     _HOOKS.layout = layout
+
+
+def register_methods(methods: Mapping[str, Callable[..., Any]]) -> None:
+    """Give DTensor the methods made of views, by name (``view``: :mod:`dtensor_np.functions.ndarray_methods`)."""
+    _HOOKS.methods.update(methods)
 
 
 def _as_tuple(placements: Sequence[Placement]) -> tuple[Placement, ...]:

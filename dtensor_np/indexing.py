@@ -53,6 +53,7 @@ Example:
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Iterator, Optional
 
 import numpy as np
@@ -72,7 +73,8 @@ from .runtime import backend_for
 from .sharded import is_sharded
 from .spec import DTensorSpec, TensorMeta
 
-__all__ = ["getitem", "iterate", "IndexUpdater", "IndexUpdate", "update", "UPDATES", "GETITEM", "UPDATE"]
+__all__ = ["getitem", "iterate", "elements", "flat_positions", "IndexUpdater", "IndexUpdate", "update", "UPDATES",
+           "GETITEM", "UPDATE"]
 
 
 # -- the index as this process sees it ----------------------------------------------------------------
@@ -80,7 +82,9 @@ def _own_items(x: Any, index: Any) -> list[Any]:
     """The index items, every DTensor checked to live on ``x``'s mesh and 0-d ones replaced by their values."""
     items = list(index_items(index))
     for i, item in enumerate(items):
-        if is_sharded(item):
+        if type(item) is range:  # a sequence of ints, as NumPy reads it: an integer array (a copy, never a view)
+            items[i] = np.arange(item.start, item.stop, item.step, dtype=np.intp)
+        elif is_sharded(item):
             if item.mesh is not x.mesh:
                 raise ShardingError(f"an index array must live on the indexed array's mesh {x.mesh!r}, "
                                     f"got one on {item.mesh!r}")
@@ -204,6 +208,83 @@ def iterate(x: Any) -> Iterator[Any]:
     if not x.shape:
         raise TypeError("iteration over a 0-d array")
     return (getitem(x, i) for i in range(x.shape[0]))
+
+
+ITER_BLOCK_BYTES = 1 << 20
+"""The bytes of values :func:`elements` reads at a time."""
+
+
+def elements(x: Any, flatten: bool = False) -> Iterator[Any]:
+    """The elements of a 1-d DTensor (of ``np.ravel(x)`` with ``flatten``), in order, as replicated 0-d DTensors.
+
+    They are read a block of :data:`ITER_BLOCK_BYTES` at a time: the block's rows gathered on every rank (no
+    communication for a replicated array), then its elements handed out without any.  A write to ``x`` (through
+    any view of its base) while iterating is seen from the next element on, as in NumPy: the block is read again.
+
+    Example:
+        >>> import dtensor_np as dt
+        >>> x = dt.distribute_tensor(np.arange(5.0), dt.DeviceMesh((2,)), [dt.Shard(0)])
+        >>> with dt.comm_counter() as c:
+        ...     values = [float(v) for v in elements(x)]
+        >>> values, c.total
+        ([0.0, 1.0, 2.0, 3.0, 4.0], 1)
+    """
+    n = x.size if flatten else x.shape[0]
+    per_block = max(1, ITER_BLOCK_BYTES // max(x.dtype.itemsize, 1))
+    mesh = x.mesh
+    ranks = backend_for(mesh).ranks
+    spec = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, TensorMeta((), x.dtype))
+    block: Any = None
+    start = seen = None
+    i = 0
+    while i < n:
+        current = x._shards  # a view works out its value again here after a write to its base
+        if block is None or current is not seen or i >= start + block.shape[0]:
+            line = np.ravel(x) if flatten else x
+            stop = min(n, i + per_block)
+            block = (line if i == 0 and stop == n else getitem(line, slice(i, stop))).full_tensor()
+            start, seen = i, current
+        value = block[i - start:i - start + 1].reshape(())
+        yield x._result_class({r: value for r in ranks}, spec, namespace=x.namespace)
+        i += 1
+
+
+def flat_positions(size: int, index: Any) -> Any:
+    """The positions ``x.flat[index]`` selects in the C order of an array of ``size`` elements, with NumPy's errors:
+    None for every one in order (``...``, ``:``, ``()``), an int for one element, else an int array of the shape of
+    the result.  A DTensor index is gathered first (its bytes only).
+
+    Example:
+        >>> flat_positions(6, -1), flat_positions(6, slice(None)), flat_positions(6, [[1, -1]]).tolist()
+        (5, None, [[1, 5]])
+    """
+    if is_sharded(index):
+        index = index.full_tensor()
+        index = index.get() if hasattr(index, "get") and not isinstance(index, np.ndarray) else index
+    np.broadcast_to(np.zeros((), np.int8), (size,)).flat[index]  # NumPy's errors (a zero-stride stand-in)
+    if type(index) is tuple:
+        if not index:
+            return None
+        (index,) = index
+    if index is Ellipsis:
+        return None
+    if isinstance(index, slice):
+        start, stop, step = index.indices(size)
+        if (start, step) == (0, 1) and stop == size:
+            return None
+        return np.arange(start, stop, step, dtype=np.intp)
+    if isinstance(index, (bool, np.bool_)):  # NumPy: True selects element 0, False nothing
+        return 0 if index else np.zeros(0, np.intp)
+    if isinstance(index, (float, np.floating)):  # accepted by NumPy 2.4, with a DeprecationWarning (given above)
+        index = int(index)
+    if not isinstance(index, (list, np.ndarray)) and hasattr(index, "__index__"):
+        i = operator.index(index)
+        return i + size if i < 0 else i
+    array = np.asarray(index)
+    if array.dtype.kind == "b":
+        return np.flatnonzero(array)
+    array = array.astype(np.intp)
+    return np.where(array < 0, array + size, array)
 
 
 # -- updates --------------------------------------------------------------------------------------------

@@ -20,14 +20,15 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..numpy_catalogue import Case, Entry, numpy_names
-from . import differences, elementwise, fourier, host, joining, linalg_extra, metadata, polynomials, products, ruled, viewing
+from . import differences, elementwise, fourier, host, joining, linalg_extra, metadata, ndarray_methods, polynomials
+from . import products, ruled, viewing
 
 __all__ = ["FAMILIES", "catalogue", "catalogue_cases", "differences", "elementwise", "fourier", "host", "joining",
-           "linalg_extra", "metadata", "polynomials", "products", "ruled", "viewing"]
+           "linalg_extra", "metadata", "ndarray_methods", "polynomials", "products", "ruled", "viewing"]
 
 FAMILIES = {"differences": differences, "elementwise": elementwise, "fourier": fourier, "host": host,
-            "joining": joining, "linalg_extra": linalg_extra, "metadata": metadata, "polynomials": polynomials,
-            "products": products, "ruled": ruled, "viewing": viewing}
+            "joining": joining, "linalg_extra": linalg_extra, "metadata": metadata, "ndarray_methods": ndarray_methods,
+            "polynomials": polynomials, "products": products, "ruled": ruled, "viewing": viewing}
 """The modules of composites, by name: each registers its functions and lists their cases in ``CASES``."""
 
 
