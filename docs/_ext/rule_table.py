@@ -205,6 +205,17 @@ def _probes() -> dict[str, Probe]:
 _RULE_KEYS: dict[str, Any] = {}
 
 
+def _case_probe(name: str) -> Optional[Probe]:
+    """A rule with no probe above is called as its case in the catalogue (``dtensor_np.functions``), if it has one."""
+    from dtensor_np.functions import catalogue_cases
+
+    for _, qualified, case in catalogue_cases():
+        if qualified == name:
+            return Probe(lambda x, R, c=case: c.call(x), shape=case.shape, dtype=case.dtype, untouched=case.untouched,
+                         axis=case.axis, data=case.data)
+    return None
+
+
 def _ufunc_probe(f: np.ufunc) -> Optional[Probe]:
     """Elementwise: every operand gets ``x``; the first dtype (float, int, bool) the ufunc takes."""
     for dtype in ("float64", "int64", "bool"):
@@ -283,7 +294,7 @@ def _rows() -> tuple[CoverageRow, ...]:
     mesh = dt.init_device_mesh((2,), backend="simulated")
     rows = []
     for name, func in sorted(_RULE_KEYS.items()):
-        probe = probes.get(name) or (_ufunc_probe(func) if isinstance(func, np.ufunc) else None)
+        probe = probes.get(name) or (_ufunc_probe(func) if isinstance(func, np.ufunc) else _case_probe(name))
         row = CoverageRow(name, "function" if name in probes and isinstance(func, np.ufunc) else _group(func), False)
         if probe is None:
             row.cells = dict.fromkeys(KINDS, "datetime only" if name == "numpy.isnat"

@@ -19,10 +19,11 @@ from typing import Iterator
 
 from ..numpy_catalogue import Case
 from . import joining
+from . import statistics
 
-__all__ = ["FAMILIES", "catalogue_cases", "joining"]
+__all__ = ["FAMILIES", "catalogue_cases", "joining", "statistics"]
 
-FAMILIES = {"joining": joining}
+FAMILIES = {"joining": joining, "statistics": statistics}
 """The modules of composites, by name: each registers its functions and lists their cases in ``CASES``."""
 
 

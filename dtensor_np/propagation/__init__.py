@@ -16,6 +16,7 @@ Example:
 from . import contraction, elementwise, indexing, reduction, shape_ops  # noqa: F401  (register the rules)
 from . import fft, linalg  # noqa: F401  (numpy.fft and numpy.linalg)
 from . import layout_ops, reorder, scans, statistics  # noqa: F401  (cumsum, argmax, var, sort, flip, tile, take...)
+from . import binning, nan_reductions, selection  # noqa: F401  (order statistics, histograms, nanmax...)
 from . import updates  # noqa: F401  (x[index] = value and the functional updates)
 from .einop import OutputSharding, einop_rule, pointwise_rule
 from .registry import Decision, OpRule, decide, registered_ops, rule_for, rule_lookup
