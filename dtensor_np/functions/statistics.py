@@ -318,8 +318,8 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
     if tuple(getattr(scale, "shape", ())) != tuple(avg.shape):
         if hasattr(scale, "spec"):
             scale = np.copy(np.broadcast_to(scale, avg.shape))
-        elif hasattr(avg, "spec"):
-            scale = np.full_like(avg, scale)
+        elif hasattr(avg, "spec"):  # placed like avg without reducing a pending avg
+            scale = np.full_like(avg, 0) + scale
         else:
             scale = np.broadcast_to(scale, avg.shape).copy()
     return avg, scale
@@ -345,8 +345,18 @@ def _as_2d(m: Any, dtype: Any) -> Any:
     return np.reshape(x, (1,) * (2 - x.ndim) + tuple(x.shape)) if x.ndim < 2 else x
 
 
-def _float_weights(w: Any) -> Any:
-    return w.astype(float) if hasattr(w, "spec") else np.asarray(w, dtype=float)
+def _observation_weights(w: Any, name: str, samples: int) -> Any:
+    """``cov``'s ``fweights``/``aweights`` as floats, with NumPy's checks (each value check one agreed flag)."""
+    w = w.astype(float) if hasattr(w, "spec") else np.asarray(w, dtype=float)
+    if name == "fweights" and _anywhere(w != np.around(w)):
+        raise TypeError("fweights must be integer")
+    if w.ndim > 1:
+        raise RuntimeError(f"cannot handle multidimensional {name}")
+    if w.shape[0] != samples:
+        raise RuntimeError(f"incompatible numbers of samples and {name}")
+    if _anywhere(w < 0):
+        raise ValueError(f"{name} cannot be negative")
+    return w
 
 
 def _weighted_dof(w_sum: Any, w: Any, aweights: Any, ddof: int) -> Any:
@@ -400,24 +410,9 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: An
         ddof = 1 if bias == 0 else 0
     w = None
     if fweights is not None:
-        fweights = _float_weights(fweights)
-        if _anywhere(fweights != np.around(fweights)):
-            raise TypeError("fweights must be integer")
-        if fweights.ndim > 1:
-            raise RuntimeError("cannot handle multidimensional fweights")
-        if fweights.shape[0] != X.shape[1]:
-            raise RuntimeError("incompatible numbers of samples and fweights")
-        if _anywhere(fweights < 0):
-            raise ValueError("fweights cannot be negative")
-        w = fweights
+        w = fweights = _observation_weights(fweights, "fweights", X.shape[1])
     if aweights is not None:
-        aweights = _float_weights(aweights)
-        if aweights.ndim > 1:
-            raise RuntimeError("cannot handle multidimensional aweights")
-        if aweights.shape[0] != X.shape[1]:
-            raise RuntimeError("incompatible numbers of samples and aweights")
-        if _anywhere(aweights < 0):
-            raise ValueError("aweights cannot be negative")
+        aweights = _observation_weights(aweights, "aweights", X.shape[1])
         w = aweights if w is None else w * aweights
     if w is None:  # NumPy's w_sum is not used then: not asked for
         avg = np.average(X, axis=1)

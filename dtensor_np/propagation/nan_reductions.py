@@ -76,7 +76,8 @@ def _probe(call: Callable[[np.ndarray], Any], spec: DTensorSpec) -> np.ndarray:
         return np.asarray(call(stand_in))
 
 
-def _bind_reduction(func: Callable[..., Any], names: tuple[str, ...]) -> Callable[[tuple, dict], tuple[tuple, Hashable]]:
+def _bind_reduction(func: Callable[..., Any],
+                    names: tuple[str, ...]) -> Callable[[tuple, dict], tuple[tuple[Any, ...], Hashable]]:
     name = f"numpy.{func.__name__}"
 
     def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:

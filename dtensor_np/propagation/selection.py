@@ -548,7 +548,8 @@ def quantile_decision(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         if math.prod(a.shape) == 0:  # NumPy's result on no data (its shape is not always the rule's: nanquantile)
-            probe = np.asarray(call.numpy(np.empty(a.shape, a.dtype), None if w is None else np.empty(w.shape, w.dtype)))
+            probe = np.asarray(call.numpy(np.empty(a.shape, a.dtype),
+                                          None if w is None else np.empty(w.shape, w.dtype)))
         else:
             probe = np.asarray(call.numpy(np.ones((1,) * a.ndim, a.dtype),
                                           None if w is None else np.ones((1,) * w.ndim, w.dtype)))
@@ -558,9 +559,9 @@ def quantile_decision(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
                      if isinstance(p, Shard) and p.dim in reduced and mesh.shape[m] > 1)
 
     def local(out: DTensorSpec) -> Callable[..., Any]:
-        """NumPy's call on a rank's block; a block with no kept elements gives its empty part of the result."""
+        """NumPy's call on a rank's block; an empty block whose part of the result is empty gives it."""
         def numpy_call(rank: int, x: Any, weights: Any = None) -> Any:
-            if x.size == 0 and math.prod(a.shape):
+            if x.size == 0 and math.prod(out.local_shape_of_rank(rank)) == 0:
                 return np.empty(out.local_shape_of_rank(rank), meta.dtype)
             return np.asarray(call.numpy(x, weights), dtype=meta.dtype)
 
@@ -634,7 +635,8 @@ def _selection_decision(a: DTensorSpec, call: _Call, reduced: tuple[int, ...], k
         table = np.zeros((rows, len(counts)), np.int64)
         for n in distinct:
             positions = plan(n).positions
-            table[:, counts == n] = np.concatenate([positions, np.repeat(positions[-1:], rows - len(positions))])[:, None]
+            padded = np.concatenate([positions, np.repeat(positions[-1:], rows - len(positions))])
+            table[:, counts == n] = padded[:, None]
         return table
 
     def program(backend: Any, shards: Shards) -> Shards:
@@ -644,7 +646,8 @@ def _selection_decision(a: DTensorSpec, call: _Call, reduced: tuple[int, ...], k
         for r, x in shards.items():
             x = np.asarray(x)
             columns = math.prod(x.shape[d] for d in kept)
-            keys[r] = order_keys(np.transpose(x, kept + reduced).reshape(columns, math.prod(x.shape[d] for d in reduced)))
+            length_r = math.prod(x.shape[d] for d in reduced)
+            keys[r] = order_keys(np.transpose(x, kept + reduced).reshape(columns, length_r))
         found, counts = select_order_statistics(backend, groups, keys, wanted, skip_nan, longest, length)
         results = {}
         for r in shards:
