@@ -34,6 +34,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..graph.tracer import Tracer
 from ..numpy_catalogue import Case, Refused
 from ..placements import Partial, Replicate
 from ..propagation.registry import register_composite
@@ -54,15 +55,16 @@ def _options(**given: Any) -> dict[str, Any]:
     return {k: v for k, v in given.items() if v is not _NO_VALUE and not (k == "out" and v is None)}
 
 
-def _anywhere(flags: Any) -> bool:
+def _anywhere(flags: Any, warning: bool = False) -> bool:
     """Whether any of ``flags`` is True, the same answer on every rank, for NumPy's checks (an all-NaN slice, a
     count of 0): every rank reads its own block and the ranks agree with ``backend.all_true`` (one 4-byte
     ``Allreduce`` under MPI, not counted, as ranks agree on a ``LinAlgError``); a pending value is reduced first.
-    So a check on a dim that is not reduced moves nothing.  A traced array has no values: a TypeError."""
+    So a check on a dim that is not reduced moves nothing.  A traced array has no values: for a ``warning`` the
+    check is left out (a traced call does not warn), for an error it is the tracer's TypeError."""
+    if isinstance(flags, Tracer):
+        return False if warning else bool(flags)
     if not hasattr(flags, "spec"):
         return bool(np.any(flags))
-    if not hasattr(flags, "shards"):
-        return bool(flags)  # a traced array: its own TypeError
     if any(isinstance(p, Partial) for p in flags.placements):
         flags = flags.redistribute([Replicate() if isinstance(p, Partial) else p for p in flags.placements])
     backend = backend_for(flags.mesh)
@@ -163,7 +165,7 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     count = _settled(np.sum(~mask, axis=axis, dtype=np.intp, keepdims=keep))
     total = np.sum(arr, axis=axis, dtype=dtype, keepdims=keep)
     average_ = _divide_by_count(total, count)
-    if _anywhere(count == 0):
+    if _anywhere(count == 0, warning=True):
         warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=3)
     return average_ if out is None else np.copyto(out, average_) or out
 
@@ -209,9 +211,9 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: A
     dof = count - ddof
     variance = _divide_by_count(variance, dof)
     bad = dof <= 0
-    if _anywhere(bad):
+    if _anywhere(bad, warning=True):
         warnings.warn("Degrees of freedom <= 0 for slice.", RuntimeWarning, stacklevel=3)
-        variance = np.where(bad, np.nan, variance)
+    variance = np.where(bad, np.nan, variance)
     return variance if out is None else np.copyto(out, variance) or out
 
 
@@ -447,7 +449,7 @@ def corrcoef(x: Any, y: Any = None, rowvar: bool = True, *, dtype: Any = None) -
     c = np.cov(x, y, rowvar, dtype=dtype)
     if c.ndim != 2:
         return c / c
-    stddev = np.sqrt(np.diagonal(c).real)
+    stddev = np.sqrt(np.real(np.diagonal(c)))
     c = c / stddev[:, None]
     c = c / stddev[None, :]
     if c.dtype.kind == "c":

@@ -27,6 +27,8 @@ What the bins need from the data first:
 
 Counts are exact; weighted sums are added in another order than NumPy's
 (within the dtype's rounding).  A replicated operand issues no collective.
+``bincount`` and an estimated number of bins have data-dependent shapes, and
+``histogramdd`` returns a list of edges: ``dt.trace`` refuses them (TypeError).
 
 Example:
     >>> import numpy as np, dtensor_np as dt
@@ -49,7 +51,7 @@ import numpy as np
 from collectives import Groups
 
 from ..placements import Replicate, Shard
-from ..sharded import array_operands, is_sharded
+from ..sharded import SpecArg, array_operands, is_sharded
 from ..spec import DTensorSpec, TensorMeta
 from .common import partial_free, single_sharding
 from .registry import Decision, OpRule, register
@@ -87,6 +89,13 @@ def _unstatic(value: Any) -> Any:
     if isinstance(value, tuple) and value and value[0] == "array":
         return np.frombuffer(value[3], dtype=value[1]).reshape(value[2]).copy()
     return value
+
+
+def _eager_only(tensors: Any, message: str) -> None:
+    """A graph (spec-only stand-ins: ``dt.trace``, tensor parallelism) cannot take this call: a TypeError saying why
+    (the tracer then tries NumPy's call, which says it too)."""
+    if any(isinstance(t, SpecArg) for t in tensors):
+        raise TypeError(message)
 
 
 def _one(values: dict[int, Any]) -> Any:
@@ -343,6 +352,8 @@ def _bind_histogramdd(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hasha
                                                                                       else sample[0], weights])[1:])
     if not all(is_sharded(t) for t in tensors):
         raise TypeError("numpy.histogramdd: expected arrays for the sample and weights")
+    _eager_only(tensors, "numpy.histogramdd returns a list of edges, which a graph cannot hold: call it eagerly on "
+                         "DTensors, outside dt.trace")
     if not columns and tensors[0].ndim > 2:
         raise ValueError(f"numpy.histogramdd on DTensors: expected a sample of shape (N, D), got {tensors[0].shape}")
     if not columns and tensors[0].ndim < 2:

@@ -26,6 +26,11 @@
   ``all_to_all``, or the reduced dims are gathered with one ``all_gather``
   where no kept dim can take it) and NumPy runs on whole slices.
 
+One difference from NumPy: ``nanquantile``/``nanpercentile`` along an axis of
+float16/float32 data with an array ``q`` give float64, as NumPy does, except
+that NumPy gives the data's dtype when the first slice is all NaN (its
+``apply_along_axis`` takes the dtype of the first slice's result).
+
 Example:
     >>> import numpy as np, dtensor_np as dt
     >>> a = np.arange(4000.0)[::-1]
