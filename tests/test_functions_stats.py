@@ -195,6 +195,16 @@ def test_collectives_and_bytes(world):
     (m,), c = _counted(lambda: np.median(dt.distribute_tensor(short, mesh, [Shard(0)]), axis=0))
     assert np.array_equal(m, np.median(short, axis=0)) and c.counts["all_to_all"] == 1 and c.total <= 2, c
 
+    # where NumPy's algorithm needs whole slices: weights (summed in sorted order), complex (lexicographic) medians
+    line = rows[:, 0].copy()
+    weights = np.abs(rows[:, 1])
+    (wq,), c = _counted(lambda: np.quantile(flat, 0.4, method="inverted_cdf",
+                                            weights=dt.distribute_tensor(weights, mesh, [Shard(0)])))
+    assert wq == np.quantile(line, 0.4, method="inverted_cdf", weights=weights), wq
+    assert c.counts["all_gather"] == 2 and c.total == 2 and c.bytes["all_gather"] == 2 * 1000 * 8, c  # a, weights
+    (cm,), c = _counted(lambda: np.median(x * (1 + 1j), axis=0))
+    assert np.array_equal(cm, np.median(rows * (1 + 1j), axis=0)) and c.counts["all_gather"] == 1 and c.total == 1, c
+
     # nanmax: one all_reduce of one 8-byte key per result element
     (v,), c = _counted(lambda: np.nanmax(x, axis=0))
     assert c.counts["all_reduce"] == 1 and c.total == 1 and c.bytes["all_reduce"] == 3 * 8, c

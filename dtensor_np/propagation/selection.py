@@ -61,7 +61,7 @@ from .common import axis_tuple, partial_free, replicate_mesh_dims, single_shardi
 from .registry import Decision, OpRule, register
 from .whole_axes import gather_blocks, whole_plan
 
-__all__ = ["BUCKETS", "order_keys", "key_values", "select_order_statistics", "agree", "quantile_decision",
+__all__ = ["BUCKETS", "order_keys", "key_values", "select_order_statistics", "quantile_decision",
            "global_extremes", "quantile_plan"]
 
 BUCKETS = 256
@@ -95,7 +95,12 @@ def order_keys(x: np.ndarray) -> np.ndarray:
 
 
 def key_values(keys: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """The values of ``keys`` (:func:`order_keys`) in ``dtype``."""
+    """The values of ``keys`` (:func:`order_keys`) in ``dtype``.
+
+    Example:
+        >>> key_values(order_keys(np.array([-3, 7], np.int8)), np.int8).tolist()
+        [-3, 7]
+    """
     dtype = np.dtype(dtype)
     keys = np.asarray(keys, dtype=np.uint64)
     if dtype.kind == "f":
@@ -108,7 +113,7 @@ def key_values(keys: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 # -- the distributed selection ---------------------------------------------------------
 
-def agree(backend: Any, groups: Groups, flags: dict[int, bool]) -> bool:
+def _agree(backend: Any, groups: Groups, flags: dict[int, bool]) -> bool:
     """Whether every flag is True on every rank: the flags themselves when one group holds the world (its members
     hold the same), else ``backend.all_true`` (one 4-byte ``Allreduce`` under MPI)."""
     if len(groups) == 1:
@@ -228,6 +233,15 @@ def select_order_statistics(backend: Any, groups: Groups, keys: Shards, wanted: 
     Collectives: one ``all_reduce`` (max) of 2 keys per column; ``all_reduce`` (sum) rounds of 256 counts per
     distinct range (with ``skip_nan`` the first also carries the counts); one final ``all_gather`` of the few keys
     left.
+
+    Example:
+        >>> from collectives import SimulatedBackend, comm_counter
+        >>> keys = {0: order_keys(np.array([[5.0, 1.0, 9.0]])), 1: order_keys(np.array([[3.0, 7.0]]))}
+        >>> with comm_counter() as c:
+        ...     found, counts = select_order_statistics(SimulatedBackend(2), ((0, 1),), keys,
+        ...                                             lambda n: np.array([[0], [2]]), False, 3, 5)
+        >>> key_values(found[1], np.float64).ravel().tolist(), counts[0].tolist(), c  # few keys: gathered at once
+        ([1.0, 5.0], [5], CommCounter({'all_gather': 1, 'all_reduce': 1}))
     """
     k = len(groups[0])
     extremes = {}
@@ -254,11 +268,11 @@ def select_order_statistics(backend: Any, groups: Groups, keys: Shards, wanted: 
     while True:
         leads = {r: st.leaders() for r, st in states.items()}
         if not first:
-            if agree(backend, groups, {r: not lead.any() for r, lead in leads.items()}):
+            if _agree(backend, groups, {r: not lead.any() for r, lead in leads.items()}):
                 break
             cheap = {r: bool(np.all(k * np.minimum(st.count[leads[r]], longest) <= BUCKETS))
                      for r, st in states.items()}
-            if agree(backend, groups, cheap):
+            if _agree(backend, groups, cheap):
                 _gather_candidates(backend, groups, keys, states, positions, longest)
                 break
         payload = {}
@@ -481,7 +495,7 @@ def _bind(func: Callable[..., Any]) -> Callable[[tuple, dict], tuple[tuple[Any, 
         if given.get("out") is not None:
             raise ShardingError(f"{name} on DTensors: expected out= as a keyword (it rebinds), got it by position")
         weights = given.get("weights")
-        a, weights = (array_operands([given["a"], weights]) if weights is not None else (given["a"], None))
+        a, weights, _ = array_operands([given["a"], weights, given.get("q")])  # a plain a with a DTensor q
         if not is_sharded(a):
             raise TypeError(f"{name}: expected a DTensor, got {type(a).__name__}")
         if weights is not None and not is_sharded(weights):
