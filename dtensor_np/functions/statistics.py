@@ -7,8 +7,11 @@ call runs through its rule: NaNs replaced by ``np.where`` (local), then
 reduced by one ``all_reduce`` when it is read; ``argmax`` one ``all_gather``
 of (value, index) pairs; ``cumsum`` one ``exscan``).  NumPy's checks that read
 values (an all-NaN slice for ``nanargmax``, weights that sum to zero, an
-empty slice's warning) read one reduced flag: one small ``all_reduce``, and
-eager calls only.  The rest of the family has rules of its own:
+empty slice's warning) read a flag of the reduced slices, on which the ranks
+agree as they agree on a ``LinAlgError`` (``backend.all_true``: a 4-byte
+``Allreduce`` under MPI, not counted): a check along a dim that is not
+reduced moves nothing.  An error check needs values (eager calls only); a
+traced call leaves a warning out.  The rest of the family has rules of its own:
 ``median``/``percentile``/``quantile`` and their ``nan*`` twins
 (:mod:`dtensor_np.propagation.selection`: a distributed selection),
 ``nanmax``/``nanmin``/``nanprod``/``nancumprod``
@@ -103,7 +106,8 @@ def nansum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdim
 @register_composite(np.nancumsum)
 def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     """``np.nancumsum``: ``np.cumsum`` with NaNs as 0 (along a sharded axis one ``exscan`` of the blocks' totals;
-    ``axis=None`` of more than one dim flattens first: a row-sharded array re-cut by one ``rechunk``).
+    ``axis=None`` of more than one dim flattens first: ``np.ravel`` re-cuts a row-sharded array with one
+    ``rechunk``, gathers a column-sharded one).
 
     Example:
         >>> import numpy as np, dtensor_np as dt
