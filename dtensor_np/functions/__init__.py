@@ -20,16 +20,27 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..numpy_catalogue import Case, Entry, numpy_names
+from ..propagation.registry import register_refusal
 from . import differences, elementwise, fourier, host, joining, linalg_extra, metadata, ndarray_methods, polynomials
-from . import products, ruled, viewing
+from . import products, ruled, statistics, viewing
 
 __all__ = ["FAMILIES", "catalogue", "catalogue_cases", "differences", "elementwise", "fourier", "host", "joining",
-           "linalg_extra", "metadata", "ndarray_methods", "polynomials", "products", "ruled", "viewing"]
+           "linalg_extra", "metadata", "ndarray_methods", "polynomials", "products", "ruled", "statistics", "viewing"]
 
 FAMILIES = {"differences": differences, "elementwise": elementwise, "fourier": fourier, "host": host,
             "joining": joining, "linalg_extra": linalg_extra, "metadata": metadata, "ndarray_methods": ndarray_methods,
-            "polynomials": polynomials, "products": products, "ruled": ruled, "viewing": viewing}
+            "polynomials": polynomials, "products": products, "ruled": ruled, "statistics": statistics,
+            "viewing": viewing}
 """The modules of composites, by name: each registers its functions and lists their cases in ``CASES``."""
+
+
+def _register_refusals() -> None:
+    """Each refused name's reason, for its error (:func:`~dtensor_np.propagation.registry.register_refusal`)."""
+    for module in FAMILIES.values():
+        for name, refused in getattr(module, "REFUSED", {}).items():
+            func = _resolve(name)
+            if callable(func) and not name.startswith("ndarray."):
+                register_refusal(func, refused.reason)
 
 
 def catalogue_cases() -> Iterator[tuple[str, str, Case]]:
@@ -76,3 +87,6 @@ def catalogue() -> dict[str, Entry]:
             if entry is not None:
                 entries[name] = entry
     return entries
+
+
+_register_refusals()

@@ -51,8 +51,8 @@ for _name in ("isnat", "busday_count", "busday_offset", "is_busday", "datetime_a
 for _name in ("base_repr", "binary_repr", "format_float_positional", "format_float_scientific"):
     REFUSED[f"numpy.{_name}"] = _STRINGS
 
-_WRITE = ("under MPI every rank would write the whole array to the same file: save the training state with "
-          "dt.checkpoint, or write x.full_tensor() from one rank (if rank == 0: np.{name}(path, x.full_tensor()))")
+_WRITE = ("under MPI every rank would write the whole array to the same file: write x.full_tensor() from one rank "
+          "(if rank == 0: np.{name}(path, x.full_tensor())), or each rank its own block (x.to_local())")
 for _name in ("save", "savetxt", "savez", "savez_compressed"):
     REFUSED[f"numpy.{_name}"] = Refused(_WRITE.format(name=_name))
 REFUSED["numpy.nested_iters"] = Refused("iterates over the memory of one array: iterate over x.to_local() on each "

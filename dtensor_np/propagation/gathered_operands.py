@@ -15,13 +15,17 @@
   matrices agree on it (``backend.all_true``: one 4-byte ``Allreduce``, not
   counted, as for ``LinAlgError``), and all return complex ones otherwise.
 
+NumPy's dispatchers of ``roots`` and ``poly`` return the array itself, so
+NumPy iterates over a sharded one to look for ``__array_function__`` (a 1-d
+DTensor's iteration reads it a block at a time: one more ``all_gather``).
+
 Example:
     >>> import numpy as np, dtensor_np as dt
     >>> p = dt.distribute_tensor(np.array([1.0, -3.0, 2.0]), dt.DeviceMesh((2,)), [dt.Shard(0)])
     >>> with dt.comm_counter() as c:
     ...     r = np.roots(p)
-    >>> sorted(r.full_tensor().tolist()), str(r.spec), c.counts["all_gather"]
-    ([1.0, 2.0], 'R', 1)
+    >>> sorted(r.full_tensor().tolist()), str(r.spec), c.counts["all_gather"]   # NumPy's iteration, then the rule's
+    ([1.0, 2.0], 'R', 2)
 """
 
 from __future__ import annotations

@@ -29,6 +29,8 @@ __all__ = [
     "rule_for",
     "rule_lookup",
     "no_rule_error",
+    "register_refusal",
+    "qualified_name",
     "decide",
     "registered_ops",
     "registered_callables",
@@ -106,11 +108,45 @@ def rule_lookup(func: Any) -> Optional[OpRule]:
         return None
 
 
+_REFUSALS: dict[Any, str] = {}
+
+
+def register_refusal(func: Any, reason: str) -> None:
+    """Say why a NumPy callable takes no DTensor (``np.save``: every rank would write the file): its
+    :func:`no_rule_error` gives the reason instead of "no sharding rule".
+
+    Example:
+        >>> import numpy as np
+        >>> str(no_rule_error(np.save)).startswith("numpy.save takes no DTensor: under MPI every rank")
+        True
+    """
+    _REFUSALS[func] = reason
+
+
+def qualified_name(func: Any) -> str:
+    """``numpy.partition``, ``numpy.linalg.norm``, ``numpy.lib.scimath.sqrt``: the name a user would write.
+
+    Example:
+        >>> import numpy as np
+        >>> qualified_name(np.emath.sqrt), qualified_name(np.add)
+        ('numpy.lib.scimath.sqrt', 'numpy.add')
+    """
+    module = getattr(func, "__module__", None) or "numpy"
+    return f"{module}.{getattr(func, '__name__', repr(func))}"
+
+
 def no_rule_error(func: Any) -> ShardingError:
-    """The ``ShardingError`` that names a callable without a rule and says what to do instead."""
-    name = getattr(func, "__name__", repr(func))
+    """The ``ShardingError`` that names a callable without a rule and says what to do instead (its reason, for a
+    refused one: :func:`register_refusal`)."""
+    name = qualified_name(func)
+    try:
+        reason = _REFUSALS.get(func)
+    except TypeError:  # an unhashable callable
+        reason = None
+    if reason is not None:
+        return ShardingError(f"{name} takes no DTensor: {reason}")
     return ShardingError(
-        f"no sharding rule for numpy.{name}: call it on x.full_tensor() (or x.to_local() shard by shard), "
+        f"no sharding rule for {name}: call it on x.full_tensor() (or x.to_local() shard by shard), "
         f"or opt in to the replicating fallback with dtensor_np.replicate_fallback()"
     )
 

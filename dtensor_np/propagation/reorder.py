@@ -138,7 +138,7 @@ UNIQUE_FUNCS: tuple[Callable[..., Any], ...] = (np.unique,) + tuple(
     getattr(np, name) for name in ("unique_values", "unique_counts", "unique_inverse", "unique_all") if hasattr(np, name))
 DATA_DEPENDENT_OPS: frozenset = frozenset(UNIQUE_FUNCS + (
     np.nonzero, np.flatnonzero, np.argwhere, np.extract, np.compress, np.trim_zeros, np.intersect1d, np.setdiff1d,
-    np.union1d, np.setxor1d, np.roots, np.polydiv, np.linalg.lstsq))
+    np.union1d, np.setxor1d, np.roots, np.polydiv, np.linalg.lstsq, np.bincount))
 """NumPy functions whose output shapes depend on the values: eager only (``dt.trace`` refuses them)."""
 
 
@@ -150,6 +150,8 @@ def data_dependent_call(fn: Any, args: tuple, kwargs: dict, is_traced: Callable[
         return len(args) + len(kwargs) == 1
     if fn is np.polyfit:  # full=True gives lstsq's residuals, which are there only at full rank
         return bool(args[4] if len(args) > 4 else kwargs.get("full", False))
+    if fn is np.histogram or fn is np.histogram_bin_edges:  # an estimator's number of bins depends on the values
+        return isinstance(args[1] if len(args) > 1 else kwargs.get("bins"), str)
     if fn is np.repeat:
         repeats = args[1] if len(args) > 1 else kwargs.get("repeats")
         return is_traced(repeats)
