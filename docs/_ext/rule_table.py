@@ -192,6 +192,37 @@ def _probes() -> dict[str, Probe]:
     p["numpy.take"] = Probe(lambda x, R: np.take(x, [0, 3], axis=0), untouched=1, axis=0)
     p["numpy.take_along_axis"] = Probe(lambda x, R: np.take_along_axis(x, R(np.zeros((4, 4), dtype=np.int64)), axis=0),
                                        untouched=1, axis=0)
+    # the rules of dtensor_np.functions' shape, selection and set helpers (issue 37), by qualified name
+    def helper(name: str) -> Any:
+        return _RULE_KEYS.get(f"dtensor_np.propagation.{name}")
+
+    p["dtensor_np.propagation.row_maps.row_map"] = Probe(
+        lambda x, R, f=helper("row_maps.row_map"): f(x, axis=0, segments=((0, 3, -1, 4), (0, 0, 0, 2))), untouched=1,
+        axis=0)
+    p["dtensor_np.propagation.placing.put_along"] = Probe(
+        lambda x, R, f=helper("placing.put_along"): f(x, R(np.zeros((4, 1), np.int64)), 9.0, axis=1), untouched=0,
+        axis=1)
+    p["dtensor_np.propagation.placing.isin_elements"] = Probe(
+        lambda x, R, f=helper("placing.isin_elements"): f(x, R(np.array([0.5, 1.0]))))
+    p["dtensor_np.propagation.placing.lexsort_keys"] = Probe(
+        lambda x, R, f=helper("placing.lexsort_keys"): f(x, x, axis=0), untouched=1, axis=0)
+    p["dtensor_np.propagation.placing.partition_along"] = Probe(
+        lambda x, R, f=helper("placing.partition_along"): f(x, kth=(1,), axis=0), untouched=1, axis=0)
+    p["dtensor_np.propagation.placing.whole_along"] = Probe(
+        lambda x, R, f=helper("placing.whole_along"): f(x, axis=0), untouched=1, axis=0)
+    p["dtensor_np.propagation.placing.first_result"] = Probe(
+        lambda x, R, f=helper("placing.first_result"): f(x, axis=1, func=np.sum), untouched=0)
+    p["dtensor_np.propagation.placing.apply_blocks"] = Probe(
+        lambda x, R, f=helper("placing.apply_blocks"): f(x, axis=1, func=np.cumsum, meta=((4,), "float64")),
+        untouched=0)
+    p["dtensor_np.propagation.placing.distinct"] = Probe(
+        lambda x, R, f=helper("placing.distinct"): f(x), untouched=0, axis=0)
+    p["dtensor_np.propagation.placing.lookup"] = Probe(
+        lambda x, R, f=helper("placing.lookup"): f(R(np.arange(3.0)), np.astype(x, np.int64) % 3))
+    p["dtensor_np.propagation.placing.cycled"] = Probe(
+        lambda x, R, f=helper("placing.cycled"): f(R(np.arange(3.0)), x))
+    p["dtensor_np.propagation.placing.blockwise"] = Probe(
+        lambda x, R, f=helper("placing.blockwise"): f(x, func=np.i0))
     # numpy.fft: along the last axis, or the last two
     for name in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fftshift", "ifftshift"):
         p[f"numpy.fft.{name}"] = Probe(lambda x, R, f=getattr(np.fft, name): f(x, axes=-1) if "shift" in f.__name__

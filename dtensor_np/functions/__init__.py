@@ -19,10 +19,13 @@ from typing import Iterator
 
 from ..numpy_catalogue import Case
 from . import joining
+from . import reshaping
+from . import selecting
+from . import predicates
 
 __all__ = ["FAMILIES", "catalogue_cases", "joining"]
 
-FAMILIES = {"joining": joining}
+FAMILIES = {"joining": joining, "reshaping": reshaping, "selecting": selecting, "predicates": predicates}
 """The modules of composites, by name: each registers its functions and lists their cases in ``CASES``."""
 
 

@@ -17,6 +17,7 @@ from . import contraction, elementwise, indexing, reduction, shape_ops  # noqa: 
 from . import fft, linalg  # noqa: F401  (numpy.fft and numpy.linalg)
 from . import layout_ops, reorder, scans, statistics  # noqa: F401  (cumsum, argmax, var, sort, flip, tile, take...)
 from . import updates  # noqa: F401  (x[index] = value and the functional updates)
+from . import row_maps, placing  # noqa: F401  (insert, delete, pad, resize; put_along_axis, isin, partition...)
 from .einop import OutputSharding, einop_rule, pointwise_rule
 from .registry import Decision, OpRule, decide, registered_ops, rule_for, rule_lookup
 from .reduction import ufunc_reduce_rule
