@@ -37,6 +37,7 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from ..numpy_catalogue import Case
 from ..propagation.registry import register_composite
+from ..propagation.reorder import DATA_DEPENDENT_SHAPE
 from ..propagation.row_maps import row_map
 
 __all__ = ["CASES", "append", "insert", "delete", "block", "pad", "resize", "fliplr", "flipud", "rot90",
@@ -632,6 +633,8 @@ def trim_zeros(filt: Any, trim: str = "fb", axis: Any = None) -> Any:
         [1.0, 2.0]
     """
     filt = as_array(filt)
+    if is_array(filt) and not hasattr(filt, "full_tensor"):
+        raise TypeError(DATA_DEPENDENT_SHAPE.format(name="trim_zeros"))
     trim = trim.lower()
     if trim not in {"fb", "bf", "f", "b"}:
         raise ValueError(f"unexpected character(s) in `trim`: {trim!r}")

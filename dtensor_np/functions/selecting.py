@@ -54,6 +54,7 @@ from ..numpy_catalogue import Case, Refused
 from ..propagation.placing import (Callback, apply_blocks, cycled, described, distinct, first_result,
                                    isin_elements, lexsort_keys, lookup, partition_along, put_along, whole_along)
 from ..propagation.registry import register_composite
+from ..propagation.reorder import DATA_DEPENDENT_SHAPE
 from .reshaping import as_array, cast, is_array, static
 
 __all__ = ["CASES", "REFUSED", "choose", "select", "compress", "extract", "place", "put", "put_along_axis",
@@ -212,6 +213,7 @@ def extract(condition: Any, arr: Any) -> Any:
         >>> np.extract(np.mod(x, 2) == 0, x).full_tensor().tolist()
         [0.0, 2.0, 4.0]
     """
+    _eager("extract", condition)
     arr = as_array(arr)
     if is_array(condition) and tuple(condition.shape) == tuple(arr.shape) and arr.ndim:
         return arr[condition if condition.dtype == bool else condition != 0]
@@ -619,6 +621,12 @@ def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: 
     return isin_elements(element, test, assume_unique, invert, kind=kind)
 
 
+def _eager(name: str, *arrays: Any) -> None:
+    """A TypeError under ``dt.trace``: the result's length comes from the values (as ``unique``'s)."""
+    if any(is_array(a) and not hasattr(a, "full_tensor") for a in arrays):
+        raise TypeError(DATA_DEPENDENT_SHAPE.format(name=name))
+
+
 def _flat(a: Any) -> Any:
     return np.ravel(as_array(a))
 
@@ -634,6 +642,7 @@ def union1d(ar1: Any, ar2: Any) -> Any:
         >>> np.union1d(x, [5, 1]).full_tensor().tolist()
         [1, 2, 3, 5]
     """
+    _eager("union1d", ar1, ar2)
     return distinct(np.concatenate([distinct(as_array(ar1)), distinct(as_array(ar2))]))
 
 
@@ -648,6 +657,7 @@ def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices:
         >>> np.intersect1d(x, [2, 3, 7]).full_tensor().tolist()
         [2, 3]
     """
+    _eager("intersect1d", ar1, ar2)
     ar1, ar2 = as_array(ar1), as_array(ar2)
     if not assume_unique:
         if return_indices:
@@ -670,9 +680,14 @@ def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices:
     ar1_indices = order[:-1][mask]
     ar2_indices = order[1:][mask] - ar1.size
     if not assume_unique:
-        ar1_indices = ind1[ar1_indices]
-        ar2_indices = ind2[ar2_indices]
+        ar1_indices = _index(ind1, ar1_indices)
+        ar2_indices = _index(ind2, ar2_indices)
     return int1d, ar1_indices, ar2_indices
+
+
+def _index(table: Any, indices: Any) -> Any:
+    """``table[indices]``: a NumPy ``table`` looked up by DTensor ``indices`` where they are (no gather)."""
+    return lookup(table, indices) if is_array(indices) and not is_array(table) else table[indices]
 
 
 def _whole_flat(a: Any) -> Any:
@@ -693,6 +708,7 @@ def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False) -> Any:
         >>> np.setdiff1d(x, [3]).full_tensor().tolist()
         [1, 5]
     """
+    _eager("setdiff1d", ar1, ar2)
     ar1 = _flat(ar1) if assume_unique else distinct(as_array(ar1))
     ar2 = as_array(ar2)
     ar2 = distinct(ar2) if not assume_unique and is_array(ar2) else ar2
@@ -710,6 +726,7 @@ def setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False) -> Any:
         >>> np.setxor1d(x, [3, 4]).full_tensor().tolist()
         [1, 2, 4]
     """
+    _eager("setxor1d", ar1, ar2)
     if assume_unique:
         ar1, ar2 = _whole_flat(ar1), _whole_flat(ar2)
     else:

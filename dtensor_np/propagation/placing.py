@@ -360,8 +360,8 @@ def _decide_first(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
     axis, func = key
     spec = specs[0]
     mesh = spec.mesh
-    holder = min(r for r in mesh.all_ranks
-                 if all(o == 0 for o in spec.local_block(r)[1]) and all(s > 0 for s in spec.local_block(r)[0]))
+    holder = min(r for r in mesh.all_ranks if all(o == 0 for o in spec.local_block(r)[1])
+                 and all(s > 0 for d, s in enumerate(spec.local_block(r)[0]) if d != axis))
     out = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, TensorMeta((_DESCRIPTOR,), np.dtype(np.int64)))
 
     def program(backend: Any, shards: Shards) -> Shards:
