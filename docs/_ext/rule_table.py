@@ -221,6 +221,9 @@ def _probes() -> dict[str, Probe]:
         lambda x, R, f=helper("placing.lookup"): f(R(np.arange(3.0)), np.astype(x, np.int64) % 3))
     p["dtensor_np.propagation.placing.cycled"] = Probe(
         lambda x, R, f=helper("placing.cycled"): f(R(np.arange(3.0)), x))
+    p["dtensor_np.propagation.placing.scatter_masked"] = Probe(
+        lambda x, R, f=helper("placing.scatter_masked"): f(x, x > 1.0, R(np.arange(float(np.sum(np.arange(1, 17) > 4))))),
+        untouched=None, axis=0)
     p["dtensor_np.propagation.placing.blockwise"] = Probe(
         lambda x, R, f=helper("placing.blockwise"): f(x, func=np.i0))
     # numpy.fft: along the last axis, or the last two

@@ -22,8 +22,9 @@ except where said):
   with the array is gathered, its bytes only); ``setdiff1d``, ``intersect1d``, ``union1d``, ``setxor1d`` take the
   distinct values of each block, then one ``all_gather`` of those (:func:`~dtensor_np.propagation.placing.
   distinct`), and compute on the replicated results (``assume_unique=True`` and ``return_indices=True`` gather the
-  arrays, whose order NumPy's result keeps); ``piecewise`` selects ``x[cond]`` (no gather) and writes each
-  function's values back with ``y[cond] = values`` (the update rule gathers those values, never ``x``).
+  arrays, whose order NumPy's result keeps); ``piecewise`` selects ``x[cond]`` and writes each function's values
+  back where they came from (one ``rechunk`` each way where only the first dim is sharded; else the condition and
+  the values are gathered, their bytes only).
 * ``partition``/``argpartition``: local along an unsharded axis; along a sharded one the ``sort`` rule's move
   (one ``all_to_all``, NumPy's exact result), or, for a 1-d array, a distributed selection (no gather).
   ``lexsort`` and ``sort_complex``: the ``sort`` rule's whole axes.
@@ -52,7 +53,8 @@ from numpy.lib.array_utils import normalize_axis_index
 
 from ..numpy_catalogue import Case, Refused
 from ..propagation.placing import (Callback, apply_blocks, cycled, described, distinct, first_result,
-                                   isin_elements, lexsort_keys, lookup, partition_along, put_along, whole_along)
+                                   isin_elements, lexsort_keys, lookup, partition_along, put_along, scatter_masked,
+                                   whole_along)
 from ..propagation.registry import register_composite
 from ..propagation.reorder import DATA_DEPENDENT_SHAPE
 from .reshaping import as_array, cast, is_array, static
@@ -502,9 +504,11 @@ def sort_complex(a: Any) -> Any:
 def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: Any) -> Any:
     """``np.piecewise``: NumPy's algorithm: ``y[cond] = f(x[cond])`` for each condition.
 
-    ``x[cond]`` selects without a gather (each rank its own elements, one ``rechunk`` of those that change owner);
-    a value that is not callable is written where the condition holds on every rank (no communication); a
-    function's values are written back by the update rule, which gathers them (their bytes, never ``x``'s).
+    Where ``x`` shards only its first dim: ``x[cond]`` selects without a gather (each rank its own elements, one
+    ``rechunk`` of those that change owner), and a function's values move back the same way (one ``rechunk``:
+    :func:`~dtensor_np.propagation.placing.scatter_masked`); a value that is not callable is written where the
+    condition holds on every rank (no communication).  Where ``x`` shards another dim, the condition and the
+    values are gathered (their bytes, never ``x``'s).
 
     Example:
         >>> import dtensor_np as dt
@@ -536,7 +540,11 @@ def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: 
         else:
             vals = x[cond]
             if vals.size > 0:
-                y[cond] = func(vals, *args, **kw)
+                values = func(vals, *args, **kw)
+                if is_array(values) and values.ndim == 1 and values.shape[0] == vals.shape[0] and is_array(cond):
+                    y = scatter_masked(y, cond, cast(values, y.dtype))
+                else:
+                    y[cond] = values
     return y
 
 

@@ -52,6 +52,7 @@ from ..spec import DTensorSpec, TensorMeta
 from .common import axis_index, partial_free, replicate_mesh_dims, single_sharding
 from .registry import Decision, OpRule, register
 from .selection import selection_decision
+from .row_moves import move_ranges
 from .whole_axes import gather_blocks, whole_plan
 
 __all__ = ["put_along", "isin_elements", "lexsort_keys", "partition_along", "whole_along", "first_result",
@@ -582,3 +583,89 @@ def _decide_blockwise(specs: tuple[DTensorSpec, ...], func: Any) -> Decision:
 
 
 register(blockwise)(OpRule("blockwise", _bind_blockwise, _decide_blockwise))
+
+
+# -- y[mask] = values, values in the layout of y[mask] (np.piecewise) -----------------------------------------------
+@array_function
+def scatter_masked(y: Any, mask: Any, values: Any) -> Any:
+    """A copy of ``y`` with ``y[mask] = values`` (``values`` of the count of ``mask``, in C order), as ``x[mask]`` read
+    it: the inverse of the lined-up mask read.
+
+    Its rule: where ``y`` shards only its first dim and ``mask`` has its shape, ``mask`` is placed like ``y``, the ranks
+    learn each other's counts (an uncounted ``gather_descriptors``) and the values that change owner move back in one
+    ``rechunk`` (the read's, reversed); every rank writes its own block.  Otherwise ``mask`` and ``values`` are
+    gathered (their bytes, never ``y``'s) and every rank writes its own block.
+
+    Example:
+        >>> scatter_masked(np.zeros(4), np.array([True, False, True, False]), np.array([1.0, 2.0])).tolist()
+        [1.0, 0.0, 2.0, 0.0]
+    """
+    out = np.array(y, copy=True)
+    out[mask] = values
+    return out
+
+
+def _bind_scatter(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+    operands = array_operands(args)
+    if len(operands) != 3 or kwargs or not all(is_sharded(t) for t in operands):
+        raise TypeError("scatter_masked(y, mask, values): expected three arrays")
+    return tuple(operands), None
+
+
+def _decide_scatter(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
+    y, mask, values = specs
+    if mask.shape != y.shape or mask.dtype != np.dtype(bool) or values.ndim != 1:
+        raise ShardingError("scatter_masked: expected a boolean mask of y's shape and 1-d values")
+    y = partial_free(y)
+    mesh = y.mesh
+    order = dict(y.shard_order)  # type: ignore[arg-type]
+    first = tuple(m for m in order.get(0, ()) if mesh.shape[m] > 1)
+    lined = y.ndim > 0 and all(d == 0 or not ms for d, ms in order.items())
+    if not lined:  # the mask and the values whole on every rank: each rank numbers its block's elements itself
+        whole = (Replicate(),) * mesh.ndim
+        inputs = (y, mask.with_placements(whole), values.with_placements(whole))
+
+        def local(rank: int, block: Any, m: Any, v: Any) -> Any:
+            xp = array_module(block)
+            if int(m.sum()) != v.shape[0]:
+                raise ValueError(f"NumPy boolean array indexing assignment cannot assign {v.shape[0]} input values to "
+                                 f"the {int(m.sum())} output values where the mask is true")
+            number = (xp.cumsum(m.reshape(-1)) - 1).reshape(m.shape)
+            part = y.local_index(rank)
+            out = block.copy()
+            chosen = m[part]
+            out[chosen] = v[number[part][chosen]]
+            return out
+
+        return Decision(inputs, (y,), local)
+    mask_in = mask.with_placements(y.placements, y.shard_order)
+    placements = tuple(Shard(0) if m in first else Replicate() for m in range(mesh.ndim))
+    values_in = DTensorSpec(mesh, placements, values.tensor_meta, ((0, first),) if first else ())
+    groups = mesh.groups(first) if first else tuple((r,) for r in mesh.all_ranks)
+    chunks = {r: (values_in.local_block(r)[1][0], values_in.local_block(r)[1][0] + values_in.local_block(r)[0][0])
+              for r in mesh.all_ranks}
+
+    def program(backend: Any, ys: Shards, masks: Shards, vs: Shards) -> Shards:
+        """The values that change owner move back to the ranks whose mask holds their places (one ``rechunk``)."""
+        counts = backend.gather_descriptors({r: (int(m.sum()),) for r, m in masks.items()})
+        total = sum(counts[r][0] for r in groups[0])
+        if total != values.shape[0]:
+            raise ValueError(f"NumPy boolean array indexing assignment cannot assign {values.shape[0]} input values to "
+                             f"the {total} output values where the mask is true")
+        want = {}
+        for g in groups:
+            start = 0
+            for r in g:
+                want[r] = (start, start + counts[r][0])
+                start += counts[r][0]
+        moved = move_ranges(backend, vs, groups, 0, chunks, want) if first else vs
+        out = {}
+        for r, block in ys.items():
+            out[r] = block.copy()
+            out[r][masks[r]] = moved[r]
+        return out
+
+    return Decision((y, mask_in, values_in), (y,), None, program=program)
+
+
+register(scatter_masked)(OpRule("scatter_masked", _bind_scatter, _decide_scatter))
