@@ -1061,7 +1061,7 @@ def swap_bytes(a: Any) -> Any:
     return xp.ascontiguousarray(swapped).reshape(-1).view(a.dtype).reshape(a.shape)
 
 
-def _shown(x: DTensor) -> tuple[np.ndarray, bool]:
+def printed_values(x: DTensor) -> tuple[np.ndarray, bool]:
     """The values NumPy prints of ``x`` as a host array, and whether NumPy summarises them.
 
     An array of at most ``threshold`` elements is gathered whole (so is one printed with ``edgeitems=0``, whose
@@ -1096,9 +1096,12 @@ def _dtype_text(dtype: np.dtype, empty: bool) -> str:
     return text[at:-1] if at >= 0 else ""
 
 
-def array_text(x: DTensor, as_repr: bool) -> str:
+def array_text(x: DTensor, as_repr: bool, *, placed: bool = True, max_line_width: Optional[int] = None,
+               precision: Optional[int] = None, suppress_small: Optional[bool] = None) -> str:
     """``repr(x)`` (``as_repr``) or ``str(x)``: NumPy's text of the values (``DTensor(`` for ``array(``; a large
-    array summarised, only its corners gathered: :func:`_shown`), then the placements and the mesh.
+    array summarised, only its corners gathered: :func:`printed_values`), then, where ``placed``, the placements and the
+    mesh.  Without them (``placed=False``) and with NumPy's other arguments, it is ``np.array_repr`` and
+    ``np.array_str`` of a DTensor.
 
     Example:
         >>> import dtensor_np as dt
@@ -1107,25 +1110,32 @@ def array_text(x: DTensor, as_repr: bool) -> str:
         'DTensor([0, 1, 2], dtype=int8, placements=S(0), mesh=DeviceMesh((2,)))'
         >>> array_text(x, False)
         '[0 1 2] (placements=S(0), mesh=DeviceMesh((2,)))'
+        >>> array_text(x, True, placed=False)
+        'DTensor([0, 1, 2], dtype=int8)'
     """
-    shown, summarised = _shown(x)
+    shown, summarised = printed_values(x)
     options = np.get_printoptions()
-    where = [f"placements={placements_str(x.placements)}", f"mesh={x.mesh!r}"]
+    where = [f"placements={placements_str(x.placements)}", f"mesh={x.mesh!r}"] if placed else []
     prefix = "DTensor("
     with np.printoptions(threshold=0) if summarised else contextlib.nullcontext():
         if not as_repr:
-            return f"{np.array_str(shown)} ({', '.join(where)})"
-        values = np.array2string(shown, separator=", ", prefix=prefix, suffix=")")
+            text = np.array_str(shown, max_line_width, precision, suppress_small)
+            return f"{text} ({', '.join(where)})" if where else text
+        values = np.array2string(shown, max_line_width, precision, suppress_small, separator=", ", prefix=prefix,
+                                 suffix=")")
     extras = []
     if (x.size == 0 and x.shape != (0,)) or (summarised and options["legacy"] is False):
         extras.append(f"shape={x.shape}")
     dtype = _dtype_text(x.dtype, x.size == 0)
     if dtype:
         extras.append(dtype)
+    if not extras and not where:
+        return prefix + values + ")"
     text = prefix + values + ","
     tail = ", ".join(extras + where) + ")"
     last_line = len(text) - (text.rfind("\n") + 1)
-    spacer = "\n" + " " * len(prefix) if last_line + len(tail) + 1 > options["linewidth"] else " "
+    width = options["linewidth"] if max_line_width is None else max_line_width
+    spacer = "\n" + " " * len(prefix) if last_line + len(tail) + 1 > width else " "
     return text + spacer + tail
 
 

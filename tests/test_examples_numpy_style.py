@@ -12,11 +12,6 @@ dtype, ``full_tensor()`` and each held local shard) within a tolerance of a
 few hundred float64 epsilons (the sums run in another order), boards of the
 Game of Life exactly.  Each ``main()`` runs simulated with few steps, and each
 script under ``mpiexec -n 2`` as a user starts it.
-
-Where an example calls a NumPy name that DTensors do not have yet and that
-another change of issue 37 adds (``ndarray.argmax``, ``numpy.count_nonzero``,
-``numpy.pad``), its test is ``xfail(strict=True)`` naming the function: it
-starts passing (and then fails as XPASS) once that change is merged.
 """
 
 from __future__ import annotations
@@ -48,12 +43,6 @@ EPS = np.finfo(np.float64).eps
 RTOL = 256 * EPS  # relative, on values and on each step's loss
 S0, S1, R = Shard(0), Shard(1), Replicate()
 
-NEEDS_ARGMAX = pytest.mark.xfail(strict=True, raises=AttributeError,
-                                 reason="ndarray.argmax: DTensor has no argmax method yet (issue 37, ndarray methods)")
-NEEDS_COUNT_NONZERO = pytest.mark.xfail(strict=True, raises=dt.ShardingError,
-                                        reason="numpy.count_nonzero has no sharding rule yet (issue 37, statistics)")
-NEEDS_PAD = pytest.mark.xfail(strict=True, raises=dt.ShardingError,
-                              reason="numpy.pad has no sharding rule yet (issue 37, shapes)")
 
 
 def layouts(world: Any, count: int, megatron: list) -> list[tuple[str, dt.DeviceMesh, list]]:
@@ -140,7 +129,6 @@ def test_char_rnn_loss_fun_as_numpy(world):
     checks.finish()
 
 
-@NEEDS_ARGMAX
 @pytest.mark.worlds(simulated=(2, 3), mpi=(2,))
 def test_char_rnn_samples_as_numpy(world):
     """Greedy sampling (``p.argmax()``) after 3 steps: the same characters as NumPy."""
@@ -258,14 +246,12 @@ def test_life_steps_as_numpy(world):
     checks.finish()
 
 
-@NEEDS_COUNT_NONZERO
 @pytest.mark.worlds(simulated=(2, 3), mpi=(2,))
 def test_life_counts_as_numpy(world):
     """``life`` on a torus: every generation's board, population and changed cells (``np.count_nonzero``)."""
     run_life(world, "wrap")
 
 
-@NEEDS_PAD
 @pytest.mark.worlds(simulated=(2, 3), mpi=(2,))
 def test_life_in_a_box_as_numpy(world):
     """``life`` in a box of dead cells (``np.pad`` frames the board): as NumPy's."""
@@ -340,12 +326,10 @@ SCRIPTS = {
     "attention": (attention, ["--steps", "3"]),
     "game_of_life": (game_of_life, ["--generations", "4"]),
 }
-MISSING = {"char_rnn": NEEDS_ARGMAX, "game_of_life": NEEDS_COUNT_NONZERO}
 
 
 def script_cases(extra: Callable[[str], list]) -> list:
-    return [pytest.param(name, args + extra(name), id=name, marks=[MISSING[name]] if name in MISSING else [])
-            for name, (_, args) in SCRIPTS.items()]
+    return [pytest.param(name, args + extra(name), id=name) for name, (_, args) in SCRIPTS.items()]
 
 
 @pytest.mark.parametrize(("name", "args"), script_cases(lambda name: ["--ranks", "3"]))
@@ -367,9 +351,5 @@ def test_example_script_under_mpiexec(name, args):
         env=clean_mpi_env(), capture_output=True, text=True, timeout=240,
     )
     out = result.stdout + result.stderr
-    if name in MISSING:  # the missing function's error, raised on both ranks (raised here for the xfail)
-        error = {"char_rnn": AttributeError, "game_of_life": dt.ShardingError}[name]
-        if result.returncode != 0 and error.__name__ in out:
-            raise error(out[-2000:])
     assert result.returncode == 0, out[-3000:]
     assert "backend='mpi'" in result.stdout and result.stdout.count("max |DTensor - NumPy|") >= 2, out[-3000:]

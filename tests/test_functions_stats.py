@@ -142,6 +142,16 @@ def test_statistics_match_numpy_on_uneven_and_empty_shards(world):
     if world.size > 1:
         report.expect(c.counts["all_gather"] <= 1 and c.bytes["all_gather"] <= 256 * 8, f"median gathers: {c}")
         report.expect(sum(c.bytes.values()) < big.nbytes // 2 and c.total <= 10, f"median moves {c.bytes}")
+    # the largest integers have the top order key, as NaN has among floats: they are numbers, not NaN
+    for dtype in (np.int64, np.uint64):
+        top = np.array([0, 1, 2, np.iinfo(dtype).max, 5, 6, 7, 8, 9] * 300, dtype=dtype)
+        x = dt.distribute_tensor(top, mesh, [Shard(0)])
+        for q in (10, 50, 95):
+            report.same(f"percentile {q} of {dtype.__name__} with its largest value", lambda q=q: np.percentile(top, q),
+                        lambda q=q: np.percentile(x, q), exact=True)
+        report.same(f"partition of {dtype.__name__} with its largest value",
+                    lambda: np.partition(top, (5, 2600))[[5, 2600]], lambda: np.partition(x, (5, 2600))[[5, 2600]],
+                    exact=True)
     report.finish()
 
 

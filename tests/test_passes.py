@@ -42,6 +42,11 @@ from dtensor_np.tensor_parallel import shard_graph
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def window(v):
+    """An op with no sharding rule (it runs replicated): ``sliding_window_view`` of width 1 along dim 0."""
+    return np.lib.stride_tricks.sliding_window_view(v, 1, axis=0)
+
+
 # -- helpers ----------------------------------------------------------------------------
 
 
@@ -305,9 +310,9 @@ def test_a_gather_that_needs_another_stays_out_of_its_bucket(world):
     mesh = dt.DeviceMesh((3,))
 
     def fn(params):
-        a = np.partition(params["w1"], 0)  # no sharding rule (np.partition): w1 is gathered
-        c = np.partition(params["w2"] + a[0, 0], 0)  # w2 + a stays S(0); partitioning it gathers it, after a's gather
-        return {"a": a, "c": c, "w3": np.partition(params["w3"], 0)}
+        a = window(params["w1"])  # no sharding rule: w1 is gathered
+        c = window(params["w2"] + a[0, 0])  # w2 + a stays S(0); the window gathers it, after a's gather
+        return {"a": a, "c": c, "w3": window(params["w3"])}
 
     params = {k: np.arange(24.0).reshape(6, 4) * (i + 1) for i, k in enumerate(("w1", "w2", "w3"))}
     g = sharded(fn, params, mesh, {k: (Shard(0),) for k in params})
@@ -361,10 +366,10 @@ def test_buckets_of_different_keys_never_form_a_cycle(world):
     mesh = dt.DeviceMesh((2,))
 
     def fn(params):
-        a = np.partition(params["a"], 0)
-        b = np.partition(params["b"], 0)
-        c = np.partition(params["c"] + a[0, 0].astype("f8"), 0)
-        d = np.partition(params["d"] + b[0, 0].astype("f4"), 0)
+        a = window(params["a"])
+        b = window(params["b"])
+        c = window(params["c"] + a[0, 0].astype("f8"))
+        d = window(params["d"] + b[0, 0].astype("f4"))
         return {"a": a, "b": b, "c": c, "d": d}
 
     params = {"a": np.ones((4, 2), "f4"), "b": np.ones((4, 2), "f8"), "c": np.ones((4, 2), "f8"), "d": np.ones((4, 2), "f4")}
@@ -410,7 +415,7 @@ def test_starts_early_waits_late_and_compute_overlaps(world, monkeypatch):
 
     def fn(p, x):
         y = np.exp(x)  # independent of the gather
-        return np.partition(p["w"], 0) + y.sum()
+        return window(p["w"]) + y.sum()
 
     g = trace(fn, {"w": np.ones((4, 3))}, np.ones(5))
     w_spec = DTensorSpec(mesh, (Shard(0),), g.inputs[0].aval.meta)
@@ -418,7 +423,7 @@ def test_starts_early_waits_late_and_compute_overlaps(world, monkeypatch):
     low = lower(s)
     ops = [n.op for n in low.nodes]
     assert ops[:2] == ["all_gather.start", "exp"]
-    assert ops.index("wait") == ops.index("partition") - 1
+    assert ops.index("wait") == ops.index("sliding_window_view") - 1
     # the interpreter: the collective is in flight while exp runs
     events: list[str] = []
     for cls, name in ((pass_ops.Collective, "start"), (pass_ops.Wait, "wait")):
@@ -444,7 +449,7 @@ def test_starts_early_waits_late_and_compute_overlaps(world, monkeypatch):
     w = np.arange(12.0).reshape(4, 3)
     out = traced({"w": LocalTensor({0: w[:2], 1: w[2:]})}, np.zeros(5))
     assert events == ["start", "exp0", "exp1", "wait"]
-    assert np.array_equal(out, np.partition(w, 0) + 5.0)
+    assert np.array_equal(out, window(w) + 5.0)
     # scheduling is idempotent, and gives a valid order whatever order the nodes come in
     assert str(schedule(low)) == str(low)
     shuffled = verify(schedule(replace(low, nodes=tuple(reversed(low.nodes)))))

@@ -12,6 +12,11 @@ from dtensor_np.graph import GraphError, Redistribute, graph_collectives, verify
 from dtensor_np.local_tensor import local_map
 
 
+def window(v):
+    """An op with no sharding rule (it runs replicated): ``sliding_window_view`` of width 1 along dim 0."""
+    return np.lib.stride_tricks.sliding_window_view(v, 1, axis=0)
+
+
 # -- models (plain NumPy, single device) and their parameters ---------------------------------
 def linear(params, name, x, layout="out_in"):
     w = params[f"{name}.weight"]
@@ -161,17 +166,18 @@ def test_transformed_graph_prints_shardings_and_the_input_graph_is_unchanged():
 
 def test_an_op_without_a_rule_runs_replicated_and_says_so():
     def model(params, x):
-        h = np.partition(np.maximum(linear(params, "fc1", x), 0), 1, axis=-1)  # no sharding rule for partition
+        h = window(np.maximum(linear(params, "fc1", x), 0))[..., 0]  # no sharding rule for sliding_window_view
         return linear(params, "fc2", h)
 
     params, x = mlp_params(), np.random.default_rng(1).normal(size=(5, 8))
     y, tp, _, counted = run(dt.trace(model, params, x), params, dt.DeviceMesh((4,)), MLP_PLAN, x)
     np.testing.assert_allclose(y, model(params, x), rtol=1e-6)
-    sort = next(n for n in tp.nodes if n.op == "partition")
-    assert sort.sharding.replicated and sort.sharding.note == "replicated: no sharding rule for numpy.partition"
+    sort = next(n for n in tp.nodes if n.op == "sliding_window_view")
+    assert sort.sharding.replicated and sort.sharding.note == "replicated: no sharding rule for numpy.sliding_window_view"
     assert [str(s) for s in sort.sharding.inputs + sort.sharding.outputs] == ["R", "R"]
-    line = next(line for line in str(tp).splitlines() if "= partition(" in line)
-    assert line.endswith("R = partition(%4, 1, axis=-1)  # replicated: no sharding rule for numpy.partition"), line
+    line = next(line for line in str(tp).splitlines() if "= sliding_window_view(" in line)
+    assert line.endswith("R = sliding_window_view(%4, 1, axis=0)  # replicated: no sharding rule for "
+                         "numpy.sliding_window_view"), line
     # the sharded activations are gathered for it; fc2 chunks the replicated result locally and all_reduces
     assert counted == static_collectives(tp) == {"all_gather": 1, "all_reduce": 1}
 

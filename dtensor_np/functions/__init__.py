@@ -22,14 +22,16 @@ import numpy as np
 from ..numpy_catalogue import Case, Entry, numpy_names
 from ..propagation.registry import register_refusal
 from . import differences, elementwise, fourier, host, joining, linalg_extra, metadata, ndarray_methods, polynomials
-from . import products, ruled, statistics, viewing
+from . import predicates, printing, products, reshaping, ruled, selecting, statistics, viewing
 
 __all__ = ["FAMILIES", "catalogue", "catalogue_cases", "differences", "elementwise", "fourier", "host", "joining",
-           "linalg_extra", "metadata", "ndarray_methods", "polynomials", "products", "ruled", "statistics", "viewing"]
+           "linalg_extra", "metadata", "ndarray_methods", "polynomials", "predicates", "printing", "products",
+           "reshaping", "ruled", "selecting", "statistics", "viewing"]
 
 FAMILIES = {"differences": differences, "elementwise": elementwise, "fourier": fourier, "host": host,
             "joining": joining, "linalg_extra": linalg_extra, "metadata": metadata, "ndarray_methods": ndarray_methods,
-            "polynomials": polynomials, "products": products, "ruled": ruled, "statistics": statistics,
+            "polynomials": polynomials, "predicates": predicates, "printing": printing, "products": products,
+            "reshaping": reshaping, "ruled": ruled, "selecting": selecting, "statistics": statistics,
             "viewing": viewing}
 """The modules of composites, by name: each registers its functions and lists their cases in ``CASES``."""
 

@@ -1,6 +1,7 @@
 """NumPy functions that read an array's dtype or shape only: ``result_type``, ``can_cast``, ``min_scalar_type``,
 ``common_type``, ``iscomplexobj``, ``isrealobj``, ``einsum_path``, ``tril_indices_from``, ``triu_indices_from``,
-``diag_indices_from``, ``apply_over_axes``; ``shares_memory`` and ``may_share_memory`` (NumPy's answers for the
+``diag_indices_from``, ``apply_over_axes``, ``isfortran`` (``a.flags.fnc``: NumPy's flags of the array's NumPy
+twin); ``shares_memory`` and ``may_share_memory`` (NumPy's answers for the
 views' layouts over their owner: :func:`dtensor_np.views.memory_twins`).
 
 None of them moves data: the dtype and the shape are on every rank (``min_scalar_type`` of a 0-d array reads
@@ -26,7 +27,8 @@ from ..propagation.registry import register_composite
 from ..views import memory_twins
 
 __all__ = ["CASES", "result_type", "can_cast", "min_scalar_type", "common_type", "iscomplexobj", "isrealobj",
-           "einsum_path", "tril_indices_from", "triu_indices_from", "diag_indices_from", "apply_over_axes", "shares_memory", "may_share_memory"]
+           "einsum_path", "tril_indices_from", "triu_indices_from", "diag_indices_from", "apply_over_axes", "isfortran",
+           "shares_memory", "may_share_memory"]
 
 
 def _dtype_of(value: Any) -> Any:
@@ -39,6 +41,19 @@ def _shaped(value: Any) -> Any:
     if hasattr(value, "placements"):
         return np.broadcast_to(np.zeros((), value.dtype), value.shape)
     return value
+
+
+@register_composite(np.isfortran)
+def isfortran(a: Any) -> bool:
+    """``np.isfortran``: Fortran-ordered and not C-ordered (``a.flags.fnc``: the flags of ``a``'s NumPy twin).
+
+    Example:
+        >>> import dtensor_np as dt
+        >>> x = dt.distribute_tensor(np.zeros((2, 3)), dt.DeviceMesh((2,)), [dt.Shard(0)])
+        >>> np.isfortran(x), np.isfortran(x.T)
+        (False, True)
+    """
+    return a.flags.fnc
 
 
 @register_composite(np.result_type)
@@ -156,6 +171,7 @@ def _memory_case(function: Callable[..., bool]) -> Case:
 CASES: dict[str, Case] = {
     "numpy.shares_memory": _memory_case(np.shares_memory),
     "numpy.may_share_memory": _memory_case(np.may_share_memory),
+    "numpy.isfortran": Case(lambda x: (np.isfortran(x), np.isfortran(x.T), np.isfortran(x[:, 1:].T))),
     "numpy.result_type": Case(lambda x: np.result_type(x, np.int16, 1.0)),
     "numpy.can_cast": Case(lambda x: (np.can_cast(x, np.float32), np.can_cast(x, np.complex128))),
     "numpy.min_scalar_type": Case(lambda x: np.min_scalar_type(x)),

@@ -20,7 +20,8 @@ Example:
     >>> from dtensor_np.tensor_parallel import shard_graph
     >>> mesh = dt.DeviceMesh((2,))
     >>> params = {f"w{i}": np.full((4, 3), float(i)) for i in range(3)}
-    >>> g = trace(lambda p: {k: np.partition(v, 0) for k, v in p.items()}, params)
+    >>> window = lambda v: np.lib.stride_tricks.sliding_window_view(v, 1, axis=0)  # no sharding rule: runs replicated
+    >>> g = trace(lambda p: {k: window(v) for k, v in p.items()}, params)
     >>> fsdp = shard_graph(g, tuple(dt.DTensorSpec(mesh, (dt.Shard(0),), v.aval.meta) for v in g.inputs))
     >>> bucketed = bucket_all_gather(fsdp, cap_mb=25)
     >>> graph_collectives(fsdp)["all_gather"], graph_collectives(bucketed)["all_gather"]

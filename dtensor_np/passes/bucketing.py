@@ -123,7 +123,8 @@ def collective_dependencies(graph: Graph) -> tuple[list[int], list[int]]:
         >>> from dtensor_np.graph import trace
         >>> from dtensor_np.tensor_parallel import shard_graph
         >>> from dtensor_np.passes import lower
-        >>> g = trace(lambda p: np.partition(p[1] + np.partition(p[0], 0)[0], 0), [np.ones((2, 2)), np.ones((2, 2))])
+        >>> window = lambda v: np.lib.stride_tricks.sliding_window_view(v, 1, axis=0)  # no sharding rule: runs replicated
+        >>> g = trace(lambda p: window(p[1] + window(p[0])[0]), [np.ones((2, 2)), np.ones((2, 2))])
         >>> mesh = dt.DeviceMesh((2,))
         >>> low = lower(shard_graph(g, tuple(dt.DTensorSpec(mesh, (dt.Shard(0),), v.aval.meta) for v in g.inputs)))
         >>> collective_dependencies(low)[1]  # the second gather needs the first
@@ -176,7 +177,8 @@ def plan_buckets(graph: Graph, kind: str, cap_mb: Cap, *, byte_view: bool = Fals
         >>> from dtensor_np.tensor_parallel import shard_graph
         >>> from dtensor_np.passes import lower
         >>> mesh = dt.DeviceMesh((2,))
-        >>> g = trace(lambda p: [np.partition(p[0], 0), np.partition(p[1] + np.partition(p[0], 0).sum(), 0)], [np.ones(4), np.ones(4)])
+        >>> window = lambda v: np.lib.stride_tricks.sliding_window_view(v, 1, axis=0)  # no sharding rule: runs replicated
+        >>> g = trace(lambda p: [window(p[0]), window(p[1] + window(p[0]).sum())], [np.ones(4), np.ones(4)])
         >>> low = lower(shard_graph(g, tuple(dt.DTensorSpec(mesh, (dt.Shard(0),), v.aval.meta) for v in g.inputs)))
         >>> [[low.nodes[i].op for i in b] for b in plan_buckets(low, "all_gather", 1)]  # the 2nd gather needs the 1st
         []

@@ -20,7 +20,8 @@ Example:
     >>> from dtensor_np.graph import trace
     >>> from dtensor_np.tensor_parallel import shard_graph
     >>> mesh = dt.DeviceMesh((2, 2))
-    >>> g = trace(lambda x: np.partition(x, 0), np.ones((4, 4)))
+    >>> window = lambda v: np.lib.stride_tricks.sliding_window_view(v, 1, axis=0)  # no sharding rule: runs replicated
+    >>> g = trace(lambda x: window(x), np.ones((4, 4)))
     >>> sharded = shard_graph(g, (dt.DTensorSpec(mesh, (dt.Shard(0), dt.Shard(1)), g.inputs[0].aval.meta),))
     >>> print(lower(sharded))
     graph(x: f64[4,4] S(0)S(1)) on DeviceMesh((2, 2)):
@@ -28,7 +29,7 @@ Example:
       %1: f64[4,4] RS(1) = wait(%0)
       %2: f64[4,4] RR = all_gather.start(%1)  # RS(1)->RR all_gather on mesh dim 1
       %3: f64[4,4] RR = wait(%2)
-      %4: f64[4,4] RR = partition(%3, 0)  # replicated: no sharding rule for numpy.partition
+      %4: f64[4,4,1] RR = sliding_window_view(%3, 1, axis=0)  # replicated: no sharding rule for numpy.sliding_window_view
       return %4
 """
 

@@ -25,7 +25,8 @@ Example:
     >>> from dtensor_np.tensor_parallel import shard_graph
     >>> from dtensor_np.passes import lower
     >>> mesh = dt.DeviceMesh((2,))
-    >>> g = trace(lambda p, x: (np.exp(x), np.partition(p["w"], 0)), {"w": np.ones((4, 2))}, np.ones(3))
+    >>> window = lambda v: np.lib.stride_tricks.sliding_window_view(v, 1, axis=0)  # no sharding rule: runs replicated
+    >>> g = trace(lambda p, x: (np.exp(x), window(p["w"])), {"w": np.ones((4, 2))}, np.ones(3))
     >>> specs = (dt.DTensorSpec(mesh, (dt.Shard(0),), g.inputs[0].aval.meta),
     ...          dt.DTensorSpec(mesh, (dt.Replicate(),), g.inputs[1].aval.meta))
     >>> print(lower(shard_graph(g, specs)))  # the gather of w overlaps exp(x)
@@ -33,7 +34,7 @@ Example:
       %0: f64[4,2] R = all_gather.start(p.w)  # S(0)->R all_gather on mesh dim 0
       %1: f64[3] R = exp(x)
       %2: f64[4,2] R = wait(%0)
-      %3: f64[4,2] R = partition(%2, 0)  # replicated: no sharding rule for numpy.partition
+      %3: f64[4,2,1] R = sliding_window_view(%2, 1, axis=0)  # replicated: no sharding rule for numpy.sliding_window_view
       return %1, %3
 """
 
@@ -84,13 +85,14 @@ def schedule(graph: Graph) -> Graph:
         >>> from dtensor_np.graph import trace
         >>> from dtensor_np.tensor_parallel import shard_graph
         >>> from dtensor_np.passes import lower
-        >>> g = trace(lambda p, x: (np.exp(x), np.partition(p, 0)), np.ones((4, 2)), np.ones(3))
+        >>> window = lambda v: np.lib.stride_tricks.sliding_window_view(v, 1, axis=0)  # no sharding rule: runs replicated
+        >>> g = trace(lambda p, x: (np.exp(x), window(p)), np.ones((4, 2)), np.ones(3))
         >>> mesh = dt.DeviceMesh((2,))
         >>> low = lower(shard_graph(g, (dt.DTensorSpec(mesh, (dt.Shard(0),), g.inputs[0].aval.meta),
         ...                             dt.DTensorSpec(mesh, (dt.Replicate(),), g.inputs[1].aval.meta))))
         >>> late = dataclasses.replace(low, nodes=low.nodes[1:2] + low.nodes[:1] + low.nodes[2:])
         >>> [n.op for n in late.nodes], [n.op for n in schedule(late).nodes]
-        (['exp', 'all_gather.start', 'wait', 'partition'], ['all_gather.start', 'exp', 'wait', 'partition'])
+        (['exp', 'all_gather.start', 'wait', 'sliding_window_view'], ['all_gather.start', 'exp', 'wait', 'sliding_window_view'])
     """
     nodes = graph.nodes
     producer: dict[int, int] = {}

@@ -22,6 +22,7 @@ from . import binning, nan_reductions, selection  # noqa: F401  (order statistic
 from . import updates  # noqa: F401  (x[index] = value and the functional updates)
 from . import bits  # noqa: F401  (packbits, unpackbits)
 from . import convolution, gathered_operands, halo, least_squares  # noqa: F401  (issue 37: diff, convolve, lstsq, polyfit, eig...)
+from . import row_maps, placing  # noqa: F401  (insert, delete, pad, resize; put_along_axis, isin, partition...)
 from .einop import OutputSharding, einop_rule, pointwise_rule
 from .registry import Decision, OpRule, decide, registered_ops, rule_for, rule_lookup
 from .elementwise import foreign_ufunc_rule

@@ -162,7 +162,7 @@ class _Values:
         keys = {r: order_keys(x[None]) for r, x in self.blocks.items()}
         found, _ = select_order_statistics(self.backend, self.groups, keys,
                                            lambda counts: plan.positions[:, None].repeat(len(counts), 1),
-                                           False, n, n)
+                                           False, n, n, nan=np.dtype(self.dtype).kind == "f")
         values = key_values(_one(found), self.dtype)
         return plan.finish(values).ravel()
 

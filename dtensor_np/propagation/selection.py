@@ -220,7 +220,7 @@ def _gather_candidates(backend: Any, groups: Groups, keys: Shards, states: dict[
 
 
 def select_order_statistics(backend: Any, groups: Groups, keys: Shards, wanted: Callable[[np.ndarray], np.ndarray],
-                            skip_nan: bool, longest: int, length: int) -> tuple[Shards, Shards]:
+                            skip_nan: bool, longest: int, length: int, *, nan: bool = True) -> tuple[Shards, Shards]:
     """The keys at given sorted positions of every column, over the ranks of each group.
 
     ``keys[r]`` is rank ``r``'s ``(m, n_r)`` array of :func:`order_keys` (column ``j``: its part of slice ``j``;
@@ -228,7 +228,8 @@ def select_order_statistics(backend: Any, groups: Groups, keys: Shards, wanted: 
     (its numbers only with ``skip_nan``), the ``(T, m)`` positions to find, ascending in each column.  Returns
     ``({rank: (T, m) keys}, {rank: counts})``; a column with a NaN (without ``skip_nan``) gets the NaN key
     everywhere, an empty one zeros.  ``longest``: the most keys one rank holds of a column; ``length``: a
-    column's keys over the group.
+    column's keys over the group.  ``nan``: whether the top key is NaN's (float data); integer data pass False,
+    their largest value's key being the top key too.
 
     Collectives: one ``all_reduce`` (max) of 2 keys per column; ``all_reduce`` (sum) rounds of 256 counts per
     distinct range (with ``skip_nan`` the first also carries the counts); one final ``all_gather`` of the few keys
@@ -257,8 +258,9 @@ def select_order_statistics(backend: Any, groups: Groups, keys: Shards, wanted: 
         m = x.shape[0]
         n = np.full(m, -1 if skip_nan else length, np.int64)
         counts[r] = n
-        done = (high == _TOP) | (low >= high) if not skip_nan else (low >= high)
-        value = np.where(high == _TOP, _TOP, low) if not skip_nan else np.where(low > high, np.uint64(0), low)
+        nan_column = (high == _TOP) if nan and not skip_nan else np.zeros(m, bool)
+        done = nan_column | (low >= high)
+        value = np.where(nan_column, _TOP, low) if not skip_nan else np.where(low > high, np.uint64(0), low)
         states[r] = _States(low[None].copy(), high[None].copy(), np.zeros((1, m), np.int64), n[None].copy(),
                             done[None].copy(), value[None].copy())
         if not skip_nan:
@@ -667,7 +669,8 @@ def _selection_decision(a: DTensorSpec, call: _Call, reduced: tuple[int, ...], k
             columns = math.prod(x.shape[d] for d in kept)
             length_r = math.prod(x.shape[d] for d in reduced)
             keys[r] = order_keys(np.transpose(x, kept + reduced).reshape(columns, length_r))
-        found, counts = select_order_statistics(backend, groups, keys, wanted, skip_nan, longest, length)
+        found, counts = select_order_statistics(backend, groups, keys, wanted, skip_nan, longest, length,
+                                                nan=a.dtype.kind == "f")
         results = {}
         for r in shards:
             values = key_values(found[r], a.dtype)

@@ -11,11 +11,12 @@ replicated, calls the NumPy function on full arrays, and says so in its note.
 Example:
     >>> import numpy as np, dtensor_np as dt
     >>> from dtensor_np.graph import trace, ShapeDtype
-    >>> node = trace(lambda a: np.partition(a, 1), ShapeDtype((4,), "f8")).nodes[0]
+    >>> window = lambda v: np.lib.stride_tricks.sliding_window_view(v, 1, axis=0)  # no sharding rule: runs replicated
+    >>> node = trace(lambda a: window(a), ShapeDtype((4,), "f8")).nodes[0]
     >>> spec = dt.DTensorSpec(dt.DeviceMesh((2,)), (dt.Shard(0),), dt.TensorMeta((4,), "f8"))
     >>> s = node_sharding(node, (spec,))
     >>> str(s.inputs[0]), s.note
-    ('R', 'replicated: no sharding rule for numpy.partition')
+    ('R', 'replicated: no sharding rule for numpy.sliding_window_view')
 """
 
 from __future__ import annotations
