@@ -450,7 +450,7 @@ def test_bad_input_of_the_namespace(world):
         (lambda: xp.__array_namespace_info__().dtypes(device=other), ShardingError, "is not this namespace's mesh"),
         (lambda: x.__array_namespace__(api_version="2019.01"), ValueError, "dtensor_np implements the Array API 2024.12"),
         (lambda: np.lib.stride_tricks.sliding_window_view(x, 1), ShardingError,
-         "no sharding rule for numpy.sliding_window_view"),
+         "no sharding rule for numpy.lib.stride_tricks.sliding_window_view"),
     ]
     if world.size > 1:
         entries.append((lambda: x.__dlpack__(copy=False), BufferError,

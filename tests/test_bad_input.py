@@ -413,7 +413,7 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
                lambda: bool(x),
                bug="expected ValueError like NumPy's ('truth value ... is ambiguous'); got True (from __len__)")
     cat.raises("an op with no rule (sliding_window_view)", ShardingError,
-               r"no sharding rule for numpy\.sliding_window_view: call it on x\.full_tensor\(\)",
+               r"no sharding rule for numpy\.lib\.stride_tricks\.sliding_window_view: call it on x\.full_tensor\(\)",
                lambda: np.lib.stride_tricks.sliding_window_view(x, 1, axis=0))
     # -- the rules of issue 20 item 3: what they refuse ---------------------------------
     cat.raises("np.take without an axis on a 2-d DTensor", ShardingError,

@@ -173,11 +173,12 @@ def test_an_op_without_a_rule_runs_replicated_and_says_so():
     y, tp, _, counted = run(dt.trace(model, params, x), params, dt.DeviceMesh((4,)), MLP_PLAN, x)
     np.testing.assert_allclose(y, model(params, x), rtol=1e-6)
     sort = next(n for n in tp.nodes if n.op == "sliding_window_view")
-    assert sort.sharding.replicated and sort.sharding.note == "replicated: no sharding rule for numpy.sliding_window_view"
+    assert sort.sharding.replicated
+    assert sort.sharding.note == "replicated: no sharding rule for numpy.lib.stride_tricks.sliding_window_view"
     assert [str(s) for s in sort.sharding.inputs + sort.sharding.outputs] == ["R", "R"]
     line = next(line for line in str(tp).splitlines() if "= sliding_window_view(" in line)
     assert line.endswith("R = sliding_window_view(%4, 1, axis=0)  # replicated: no sharding rule for "
-                         "numpy.sliding_window_view"), line
+                         "numpy.lib.stride_tricks.sliding_window_view"), line
     # the sharded activations are gathered for it; fc2 chunks the replicated result locally and all_reduces
     assert counted == static_collectives(tp) == {"all_gather": 1, "all_reduce": 1}
 

@@ -29,7 +29,7 @@ Example:
       %1: f64[4,4] RS(1) = wait(%0)
       %2: f64[4,4] RR = all_gather.start(%1)  # RS(1)->RR all_gather on mesh dim 1
       %3: f64[4,4] RR = wait(%2)
-      %4: f64[4,4,1] RR = sliding_window_view(%3, 1, axis=0)  # replicated: no sharding rule for numpy.sliding_window_view
+      %4: f64[4,4,1] RR = sliding_window_view(%3, 1, axis=0)  # replicated: no sharding rule for numpy.lib.stride_tricks.sliding_window_view
       return %4
 """
 

@@ -34,7 +34,7 @@ Example:
       %0: f64[4,2] R = all_gather.start(p.w)  # S(0)->R all_gather on mesh dim 0
       %1: f64[3] R = exp(x)
       %2: f64[4,2] R = wait(%0)
-      %3: f64[4,2,1] R = sliding_window_view(%2, 1, axis=0)  # replicated: no sharding rule for numpy.sliding_window_view
+      %3: f64[4,2,1] R = sliding_window_view(%2, 1, axis=0)  # replicated: no sharding rule for numpy.lib.stride_tricks.sliding_window_view
       return %1, %3
 """
 

@@ -16,7 +16,7 @@ Example:
     >>> spec = dt.DTensorSpec(dt.DeviceMesh((2,)), (dt.Shard(0),), dt.TensorMeta((4,), "f8"))
     >>> s = node_sharding(node, (spec,))
     >>> str(s.inputs[0]), s.note
-    ('R', 'replicated: no sharding rule for numpy.sliding_window_view')
+    ('R', 'replicated: no sharding rule for numpy.lib.stride_tricks.sliding_window_view')
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from ..mesh import DeviceMesh
 from ..placements import Replicate
 from ..propagation import decide, rule_of
 from ..propagation.common import with_meta
-from ..propagation.registry import OpRule
+from ..propagation.registry import OpRule, qualified_name
 from ..sharded import SpecArg
 from ..spec import DTensorSpec, TensorMeta
 from ..graph.ir import Constant, Node, NodeSharding
@@ -44,9 +44,11 @@ def replicated(mesh: DeviceMesh, meta: Optional[TensorMeta]) -> DTensorSpec:
 
 
 def _op_name(node: Node) -> str:
-    """``numpy.sort`` for NumPy's callables, the bare op name for others (``getitem``)."""
-    numpy_callable = isinstance(node.fn, np.ufunc) or getattr(node.fn, "__module__", "").startswith("numpy")
-    return f"numpy.{node.op}" if numpy_callable else node.op
+    """``numpy.sort``, ``numpy.lib.stride_tricks.sliding_window_view`` for NumPy's callables (the name a user
+    writes: :func:`~dtensor_np.propagation.registry.qualified_name`), the bare op name for others (``getitem``)."""
+    if isinstance(node.fn, np.ufunc):
+        return f"numpy.{node.op}"
+    return qualified_name(node.fn) if getattr(node.fn, "__module__", "").startswith("numpy") else node.op
 
 
 def node_sharding(node: Node, specs: tuple[DTensorSpec, ...], mesh: Any = None) -> NodeSharding:
