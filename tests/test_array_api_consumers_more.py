@@ -65,7 +65,6 @@ import pytest
 
 import dtensor_np as dt
 from collectives import comm_counter
-from dtensor_np import ShardingError
 from test_numpy_ops import Checks
 
 einops_array_api = pytest.importorskip("einops.array_api")
@@ -788,14 +787,13 @@ SCIPY_GATHERS = {
     "signal.filtfilt": "filtfilt converts its arguments with np.asarray for its compiled lfilter",
     "signal.iirdesign": "the filter design runs on NumPy (iirfilter, buttord... are cpu-only in SciPy's table)",
     "signal.sosfilt_zi": "linalg.companion writes a row of the coefficients into a NumPy array",
+    "signal.place_poles": "its QR is scipy.linalg.qr, which converts with np.asarray_chkfinite",
     "special.multigammaln": "not a ufunc: SciPy's last resort for a namespace without it is np.asarray",
     "special.polygamma": "not a ufunc: SciPy's last resort for a namespace without it is np.asarray",
     "special.zeta": "not a ufunc: SciPy's last resort for a namespace without it is np.asarray",
 }
 # What does not run on DTensors yet, with the clear error it raises and the missing piece
 SCIPY_FAILS = {
-    "signal.bode": (ShardingError, "np.ndim has no rule on DTensors (issue 37's shapes family: ndim, shape, size)"),
-    "signal.place_poles": (ShardingError, "np.linalg.eig has no rule (issue 37's signal family: eig, eigvals)"),
     "signal.impulse": (TypeError, "SciPy's tf2ss makes its matrices with NumPy functions, which dispatch on DTensors "
                                   "(__array_function__) and so return DTensors, and joins them with NumPy-made ones; "
                                   "array_namespace refuses the mix"),

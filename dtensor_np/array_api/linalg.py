@@ -6,7 +6,8 @@ function is ``numpy.linalg``'s of the same name (NumPy 2 follows the standard
 there: ``matrix_norm``, ``vector_norm``, ``svdvals``, ``cross``, ``trace``,
 ``diagonal``, ``rtol=``...), run on the DTensors through its sharding rule;
 ``outer`` is ``numpy.outer`` (the same on 1-d arrays, and it has a rule).
-``eigh``, ``qr``, ``slogdet`` and ``svd`` return the standard's named tuples.
+``eigh``, ``qr``, ``slogdet`` and ``svd`` return the standard's named tuples.  Beyond the standard, ``eig``
+and ``eigvals`` (as in PyTorch's namespace; SciPy's ``polyroots`` calls them where they exist).
 
 Example:
     >>> import dtensor_np as dt
@@ -128,6 +129,9 @@ LINALG: dict[str, Callable[..., Any]] = {
     **{name: getattr(np.linalg, name)
        for name in ("cholesky cross det diagonal eigvalsh inv matrix_norm matrix_power solve "
                     "svdvals trace vector_norm").split()},
+    # beyond the standard, as PyTorch's namespace: SciPy's polynomial roots use them where a namespace has them
+    "eig": np.linalg.eig,
+    "eigvals": np.linalg.eigvals,
     **{f.__name__: f for f in (eigh, matrix_rank, pinv, qr, slogdet, svd)},
     "outer": np.outer,
 }

@@ -30,6 +30,8 @@ def _at_least(ndim: int, arrays: Sequence[Any]) -> Any:
     ``(M, N) -> (M, N, 1)`` (reshapes: views)."""
     made = []
     for a in arrays:
+        if not hasattr(a, "ndim"):  # a list, a Python number: NumPy's asanyarray (a replicated constant when joined)
+            a = np.asanyarray(a)
         if a.ndim < ndim:
             if a.ndim == 0:
                 shape: tuple[int, ...] = (1,) * ndim
@@ -105,4 +107,8 @@ CASES = {
     "numpy.row_stack": Case(lambda x: np.vstack([x, x]), untouched=1, axis=0),
     "numpy.dstack": Case(lambda x: np.dstack([x, x])),
     "numpy.column_stack": Case(lambda x: np.column_stack([x[:, 0], x]), axis=1),
+    # plain data mixed in (NumPy's asanyarray: replicated constants)
+    "numpy.hstack: with a list and a number": Case(lambda x: np.hstack([x[0], [7.0, 8.0], 9]), untouched=None),
+    "numpy.vstack: with a nested list": Case(lambda x: np.vstack([x, [[1.0, 2.0, 3.0, 4.0]]]), untouched=1, axis=0),
+    "numpy.atleast_2d: of a list and an array": Case(lambda x: np.atleast_2d([1.0, 2.0], x[0])[1], untouched=None),
 }
