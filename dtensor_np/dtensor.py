@@ -950,6 +950,28 @@ for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply
     setattr(DTensor, f"__{_name}__", _fast_operator(f"__{_name}__", _ufunc, False))
     setattr(DTensor, f"__r{_name}__", _fast_operator(f"__r{_name}__", _ufunc, True))
 
+
+
+def _equality_operator(name: str, ufunc: np.ufunc, unequal: bool) -> Any:
+    """``DTensor.__eq__``/``__ne__``: NumPy's operators, which compare with a value no ufunc loop takes (a string,
+    None, a dict, any object) as unequal everywhere (``x == "a"`` is all False), with no communication."""
+    fast = _fast_operator(name, ufunc, False)
+
+    def operator_(self: "DTensor", other: Any) -> Any:
+        if other is None or isinstance(other, (str, bytes, dict, set)) or (
+                not isinstance(other, (DTensor, np.ndarray, list, tuple, int, float, complex, np.generic))
+                and not hasattr(other, "__array_ufunc__") and not hasattr(other, "__array__")):
+            return np.ones_like(self, dtype=bool) if unequal else np.zeros_like(self, dtype=bool)
+        return fast(self, other)
+
+    operator_.__name__ = operator_.__qualname__ = name
+    operator_.__doc__ = fast.__doc__
+    return operator_
+
+
+DTensor.__eq__ = _equality_operator("__eq__", np.equal, False)  # type: ignore[method-assign,assignment]
+DTensor.__ne__ = _equality_operator("__ne__", np.not_equal, True)  # type: ignore[method-assign,assignment]
+
 _NAMESPACE_FACTORY: list[Any] = []  # dtensor_np.array_api.namespace, registered when that package is imported
 
 

@@ -193,7 +193,21 @@ class DeviceMesh(metaclass=Interned):
         return table[int(rank)]
 
     def rank_at(self, coordinate: Sequence[int], offset: int = 0) -> int:
-        """The global rank at a mesh coordinate (in the copy of the mesh that starts at ``offset``)."""
+        """The global rank at a mesh coordinate (in the copy of the mesh that starts at ``offset``).
+
+        Example:
+            >>> DeviceMesh((2, 3)).rank_at((1, 2))
+            5
+            >>> DeviceMesh((2, 3)).rank_at((2, 0))
+            Traceback (most recent call last):
+            ...
+            dtensor_np.errors.ShardingError: expected a coordinate of the mesh of shape (2, 3) (one int in [0, n) per mesh dim), got (2, 0)
+        """
+        coordinate = tuple(coordinate) if isinstance(coordinate, (tuple, list)) else coordinate
+        if (not isinstance(coordinate, tuple) or len(coordinate) != len(self.shape)
+                or not all(is_integer(c) and 0 <= c < n for c, n in zip(coordinate, self.shape))):
+            raise ShardingError(f"expected a coordinate of the mesh of shape {self.shape} (one int in [0, n) per "
+                                f"mesh dim), got {coordinate!r}")
         return int(offset + sum(m(int(c)) for m, c in zip(self.layout.modes(), coordinate)))
 
     @property

@@ -60,8 +60,10 @@ class Shard(_PlacementBase):
     dim: int
 
     def __post_init__(self) -> None:
-        if not isinstance(self.dim, int) or isinstance(self.dim, bool):
-            raise TypeError(f"Shard(dim) expects an int tensor dim, got {self.dim!r}")
+        if self.dim.__class__ is not int:  # a NumPy integer is its int (as NumPy takes axes); a bool or a float is not
+            if not is_integer(self.dim):
+                raise TypeError(f"Shard(dim) expects an int tensor dim, got {self.dim!r}")
+            object.__setattr__(self, "dim", int(self.dim))
 
     def is_shard(self, dim: int | None = None) -> bool:
         return dim is None or dim == self.dim

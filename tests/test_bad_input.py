@@ -412,6 +412,30 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
     cat.raises("bool() of a DTensor with several elements", ValueError, r"truth value of an array with more than one element is ambiguous",
                lambda: bool(x),
                bug="expected ValueError like NumPy's ('truth value ... is ambiguous'); got True (from __len__)")
+    # -- issue 40: checked as NumPy checks them, after a good call too (the caches keep no wrong key) ----
+    for f in (np.sum, np.max, np.var, np.nanmax, np.linalg.norm):
+        cat.works(f"{f.__name__}(keepdims=1) as NumPy", lambda f=f: equal(f(x, axis=0, keepdims=1).full_tensor(),
+                                                                                f(a, axis=0, keepdims=1)))
+        cat.raises(f"{f.__name__}(keepdims=1.0) after a good call", TypeError, r"integer argument expected, got float",
+                   lambda f=f: f(x, axis=0, keepdims=1.0))
+        cat.raises(f"{f.__name__}(keepdims='yes')", TypeError, r"'str' object cannot be interpreted as an integer",
+                   lambda f=f: f(x, axis=0, keepdims="yes"))
+    cat.works("argmax(axis=0)", lambda: equal(np.argmax(x, axis=0).full_tensor(), np.argmax(a, axis=0)))
+    cat.raises("argmax(axis=(0, 1)) after a good call", TypeError, r"'tuple' object cannot be interpreted as an integer",
+               lambda: np.argmax(x, axis=(0, 1)))
+    for bad in ({}, "a", object()):
+        cat.raises(f"x + {type(bad).__name__}", TypeError, r"unsupported operand: expected a number", lambda bad=bad: x + bad)
+    cat.works("x == 'a' is all False, as NumPy's", lambda: equal((x == "a").full_tensor(), a == "a"))
+    cat.works("x != None is all True, as NumPy's", lambda: equal((x != None).full_tensor(), a != None))  # noqa: E711
+    cat.raises("einsum with an output letter not in the input", ValueError, r"Output character k did not appear",
+               lambda: np.einsum("ij->k", x))
+    cat.raises("einsum with too few subscripts", ValueError, r"does not contain the correct number of indices",
+               lambda: np.einsum("i->", x))
+    cat.works("Shard(np.int64(0))", lambda: dt.distribute_tensor(a, mesh, [Shard(np.int64(0))]).placements == (Shard(0),))
+    cat.raises("rank_at outside the mesh", ShardingError, r"expected a coordinate of the mesh of shape",
+               lambda: mesh.rank_at((n,)))
+    cat.raises("rank_at with too few coordinates", ShardingError, r"expected a coordinate of the mesh of shape",
+               lambda: dt.DeviceMesh((1, n), backend=world.kind).rank_at((0,)))
     cat.raises("an op with no rule (sliding_window_view)", ShardingError,
                r"no sharding rule for numpy\.lib\.stride_tricks\.sliding_window_view: call it on x\.full_tensor\(\)",
                lambda: np.lib.stride_tricks.sliding_window_view(x, 1, axis=0))

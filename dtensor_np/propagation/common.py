@@ -14,6 +14,7 @@ from ..spec import DTensorSpec, TensorMeta, default_shard_order
 from .einop import OutputSharding, parse_equation
 
 __all__ = [
+    "keepdims_flag",
     "single_sharding",
     "harmonize",
     "single_partials",
@@ -154,6 +155,26 @@ def settle(rule: Callable[[tuple[DTensorSpec, ...]], OutputSharding], specs: tup
     if again.output_spec is None:  # pragma: no cover - suggestions are always consistent
         raise ShardingError(f"sharding propagation did not settle for inputs {[str(s) for s in specs]}")
     return suggested, again.output_spec
+
+
+def keepdims_flag(value: Any) -> bool:
+    """``keepdims=`` as NumPy's ufunc reductions (``sum``, ``max``, ``var``, ``nanmax``, ``linalg.norm``) take it:
+    a Python bool or int; a float, a string, None or a NumPy bool is NumPy's TypeError.
+
+    Example:
+        >>> keepdims_flag(True), keepdims_flag(0)
+        (True, False)
+        >>> keepdims_flag(1.0)
+        Traceback (most recent call last):
+        ...
+        TypeError: integer argument expected, got float
+    """
+    if isinstance(value, (bool, int)) and not isinstance(value, np.generic):
+        return bool(value)
+    if isinstance(value, float):
+        raise TypeError("integer argument expected, got float")
+    name = type(value).__name__ if type(value).__module__ == "builtins" else f"numpy.{type(value).__name__}"
+    raise TypeError(f"'{name}' object cannot be interpreted as an integer")
 
 
 def axis_index(axis: Any, ndim: int, argname: Optional[str] = None, *, expected: str = "an int") -> int:

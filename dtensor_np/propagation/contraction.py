@@ -94,6 +94,8 @@ def tensordot_equation(a: Sequence[int], b: Sequence[int], axes: Any) -> str:
 
 def einsum_equation(subscripts: str, shapes: Sequence[Sequence[int]]) -> str:
     """An einop equation from einsum subscripts (ellipses expanded, implicit output made explicit)."""
+    # NumPy's own checks of the subscripts and their operands (its ValueErrors), on stand-ins holding no memory
+    np.einsum_path(subscripts, *(np.broadcast_to(np.zeros(()), tuple(shape)) for shape in shapes), optimize=False)
     subscripts = subscripts.replace(" ", "")
     if "->" in subscripts:
         lhs, out = subscripts.split("->")

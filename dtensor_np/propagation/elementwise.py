@@ -42,6 +42,7 @@ __all__ = ["elementwise_decision", "bind_operands", "foreign_ufunc_rule", "ONE_A
 _ADDITIVE = {np.add, np.subtract, np.negative, np.positive}
 _MULTIPLICATIVE = {np.multiply: (0, 1), np.divide: (0,), np.true_divide: (0,)}
 _UFUNC_KWARGS = ("dtype", "casting")
+_NUMBERS = (int, float, complex, np.number, np.bool_)
 
 
 def bind_operands(operands: Sequence[Any]) -> tuple[tuple[Any, ...], tuple]:
@@ -52,8 +53,11 @@ def bind_operands(operands: Sequence[Any]) -> tuple[tuple[Any, ...], tuple]:
     for i, x in enumerate(array_operands(operands)):
         if is_sharded(x):
             tensors.append(x)
-        else:
-            scalars.append((i, frozen(x)))
+        elif x is None or isinstance(x, _NUMBERS) or (isinstance(x, np.ndarray) and x.dtype.kind in "biufc"):
+            scalars.append((i, frozen(x)))  # None: np.clip's open bound (NumPy's ufuncs refuse it themselves)
+        else:  # NumPy's TypeError family (a dict, a string, an object): never a value taken apart as a key
+            raise TypeError(f"unsupported operand: expected a number, an array or a list of numbers, "
+                            f"got {type(x).__name__}")
     return tuple(tensors), tuple(scalars)
 
 

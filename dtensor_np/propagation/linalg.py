@@ -66,7 +66,8 @@ from collectives import array_module
 from ..errors import ShardingError
 from ..placements import Partial, Placement, Replicate, Shard
 from ..spec import DTensorSpec, TensorMeta
-from .common import axis_index, harmonize, normalize_axes, partial_free, replicate_mesh_dims, settle_keeping, single_partials, single_sharding
+from .common import (axis_index, harmonize, keepdims_flag, normalize_axes, partial_free, replicate_mesh_dims,
+                     settle_keeping, single_partials, single_sharding)
 from .contraction import contraction_decision, matmul_equation, tensordot_equation
 from .einop import einop_rule, pointwise_equation
 from .empty_batch import empty_batch, numpy_outputs
@@ -238,7 +239,7 @@ def _decide_vector_norm(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
     kwargs = dict(key)
     axes = normalize_axes(kwargs["axis"], spec.ndim)
     axes = tuple(range(spec.ndim)) if axes is None else axes
-    keepdims = bool(kwargs["keepdims"])
+    keepdims = keepdims_flag(kwargs["keepdims"])
     call = _caller(np.linalg.vector_norm, key)
     # NumPy checks ord and empty max/min on an array of the same emptiness; its dtype is the result's
     small = np.zeros(tuple(min(n, 1) for n in spec.shape), spec.dtype)
@@ -281,7 +282,7 @@ def _induced_norm_decision(spec: DTensorSpec, ord: Any, keepdims: bool, meta: Te
 def _decide_matrix_norm(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
     (spec,) = specs
     kwargs = dict(key)
-    ord, keepdims = kwargs["ord"], bool(kwargs["keepdims"])
+    ord, keepdims = kwargs["ord"], keepdims_flag(kwargs["keepdims"])
     call = _caller(np.linalg.matrix_norm, key)
     batch = spec.ndim >= 2
     (meta,), _ = numpy_outputs(call, [empty_batch(spec, batch)], batch)

@@ -44,7 +44,7 @@ import numpy as np
 from ..errors import ShardingError
 from ..placements import Shard
 from ..spec import DTensorSpec, TensorMeta
-from .common import axis_index, normalize_axes, partial_free, single_sharding
+from .common import axis_index, keepdims_flag, normalize_axes, partial_free, single_sharding
 from .registry import Decision, OpRule, register
 from .selection import key_values, order_keys
 from .signature_bind import named_arguments, no_more_arguments, pop_dtensor
@@ -89,7 +89,7 @@ def _bind_reduction(func: Callable[..., Any],
         if where is not True:
             raise ShardingError(f"{name} on DTensors: expected no where= (mask the array with np.where instead)")
         axes = normalize_axes(given.pop("axis", None), a.ndim, legacy_0d=True)
-        keepdims = bool(_given(given.pop("keepdims", _NO_VALUE), False))
+        keepdims = keepdims_flag(_given(given.pop("keepdims", _NO_VALUE), False))
         initial = _given(given.pop("initial", _NO_VALUE))
         if initial is not None and np.ndim(initial):
             raise ShardingError(f"{name} on DTensors: expected a number as initial=")

@@ -50,7 +50,7 @@ from ..errors import ShardingError
 from ..placements import Partial, Placement, Replicate, Shard
 from ..sharded import is_sharded
 from ..spec import DTensorSpec, TensorMeta
-from .common import normalize_axes, single_sharding
+from .common import keepdims_flag, normalize_axes, single_sharding
 from .registry import Decision, OpRule, register
 
 __all__ = ["reduction_decision", "REDUCTIONS", "UFUNC_REDUCE", "ufunc_reduce_rule"]
@@ -230,7 +230,7 @@ def _reduction_key(kind: str, name: str, a: Any, axis: Any, keepdims: Any, dtype
         raise TypeError(f"numpy.{name}: expected a DTensor to reduce, got {type(a).__name__}")
     # np.mean counts the items of every axis, so it refuses axis=0 of a 0-d array; the others take it.
     axes = normalize_axes(axis, a.spec.ndim, legacy_0d=kind != "mean")
-    return (kind, axes, bool(keepdims), None if dtype is None else np.dtype(dtype), ufunc)
+    return (kind, axes, keepdims_flag(keepdims), None if dtype is None else np.dtype(dtype), ufunc)
 
 
 def _decide(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:

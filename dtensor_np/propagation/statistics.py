@@ -47,7 +47,7 @@ from collectives import array_module
 from ..errors import ShardingError
 from ..placements import Placement, Replicate, Shard
 from ..spec import DTensorSpec, TensorMeta
-from .common import normalize_axes, partial_free, single_sharding
+from .common import keepdims_flag, normalize_axes, partial_free, single_sharding
 from .registry import Decision, OpRule, register
 from .signature_bind import named_arguments, no_more_arguments, pop_dtensor
 
@@ -177,6 +177,8 @@ def _arg_rule(kind: str) -> OpRule:
         if given.pop("out", None) is not None:
             raise ShardingError(f"numpy.{func.__name__} on DTensors: expected out= as a keyword (it rebinds), got it by position")
         axis = given.pop("axis", None)
+        if isinstance(axis, (tuple, list)):  # NumPy's argmax takes one axis
+            raise TypeError(f"'{type(axis).__name__}' object cannot be interpreted as an integer")
         keepdims = bool(given.pop("keepdims", False))
         no_more_arguments(name, given)
         axes = normalize_axes(axis, a.ndim, legacy_0d=True)
@@ -278,7 +280,7 @@ def _moments_rule(root: bool) -> OpRule:
                 raise ShardingError(f"numpy.{func.__name__} on DTensors: expected no {name}=, got {type(value).__name__}")
         axis = given.pop("axis", None)
         keepdims = given.pop("keepdims", False)
-        keepdims = False if keepdims is np._NoValue else bool(keepdims)  # type: ignore[attr-defined]
+        keepdims = False if keepdims is np._NoValue else keepdims_flag(keepdims)  # type: ignore[attr-defined]
         dtype = given.pop("dtype", None)
         no_more_arguments(f"numpy.{func.__name__}", given)
         axes = normalize_axes(axis, a.ndim)
