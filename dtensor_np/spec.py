@@ -66,7 +66,11 @@ class TensorMeta:
         if any(s < 0 for s in shape):
             raise ShardingError(f"TensorMeta shape must be non-negative, got {shape}")
         object.__setattr__(self, "shape", shape)
-        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+        dtype = np.dtype(self.dtype)
+        if dtype.kind in "OUSVMm":  # refused where the array is made, on every rank: never at its first collective
+            raise TypeError(f"dtensor_np distributes numeric and bool arrays: expected a numeric or bool dtype, got "
+                            f"{dtype} (object, string, void and datetime dtypes cannot be reduced or moved by MPI)")
+        object.__setattr__(self, "dtype", dtype)
 
     @property
     def ndim(self) -> int:

@@ -436,6 +436,11 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
                lambda: mesh.rank_at((n,)))
     cat.raises("rank_at with too few coordinates", ShardingError, r"expected a coordinate of the mesh of shape",
                lambda: dt.DeviceMesh((1, n), backend=world.kind).rank_at((0,)))
+    for name, make in (("astype(str)", lambda: x.astype(str)), ("astype(datetime64)", lambda: x.astype("datetime64[s]")),
+                       ("xp.ones(dtype=object)", lambda: dt.array_api.namespace(mesh).ones((2, 2), dtype=object)),
+                       ("xp.full(..., 'a')", lambda: dt.array_api.namespace(mesh).full((2, 2), "a"))):
+        cat.raises(f"{name}: a dtype that cannot travel, refused where it is made", TypeError,
+                   r"expected a numeric or bool dtype, got", make)
     cat.raises("an op with no rule (sliding_window_view)", ShardingError,
                r"no sharding rule for numpy\.lib\.stride_tricks\.sliding_window_view: call it on x\.full_tensor\(\)",
                lambda: np.lib.stride_tricks.sliding_window_view(x, 1, axis=0))
