@@ -54,6 +54,8 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from collectives import array_module
+
 from .autodiff.transform import grad_graph
 from .dtensor import DTensor
 from .errors import ShardingError
@@ -167,25 +169,32 @@ class FSDPStep:
             return loss, grads
         micro = self.micro_graph
         assert micro is not None
-        loss_sum: Optional[dict[int, Any]] = None
-        acc: dict[str, dict[int, Any]] = {}
-        for part in parts:
-            loss_shards, pending = unflatten(micro.out_tree, run_sharded_shards(micro, local, *part))
-            if loss_sum is None:
-                loss_sum, acc = loss_shards, pending
-                continue
-            loss_sum = {r: loss_sum[r] + x for r, x in loss_shards.items()}
-            for key, shards in pending.items():
-                for r, g in shards.items():
-                    acc[key][r] += g  # each micro-batch's flat gradient is a fresh buffer
-        assert loss_sum is not None
+        sums = {f"sum{b}": self._zeros(layout, local[key]) for b, (key, layout) in enumerate(zip(self.keys(),
+                                                                                                  self.layouts))}
+        loss_sum: dict[int, Any] = {}
+        for part in parts:  # each micro-batch adds its gradients into sums in place
+            loss_shards, _ = unflatten(micro.out_tree, run_sharded_shards(micro, {**local, **sums}, *part))
+            loss_sum = {r: loss_sum.get(r, 0) + x for r, x in loss_shards.items()}
         grads = {}
-        for key, layout in zip(self.keys(), self.layouts):
-            mean = {r: g / micro_batches for r, g in acc.pop(key).items()}
+        for b, (key, layout) in enumerate(zip(self.keys(), self.layouts)):
+            total = sums.pop(f"sum{b}")
+            mean = dict(total.shards) if isinstance(total, LocalTensor) else {self._ranks()[0]: total}
+            for g in mean.values():
+                g /= micro_batches  # in place: the sum is ours
             stored = layout.storage_spec()  # one reduce_scatter per bucket per step
             grads[key] = DTensor(redistribute_shards(mean, layout.partial_spec(), stored), stored)
         loss = DTensor({r: x / micro_batches for r, x in loss_sum.items()}, specs[0])
         return loss, grads
+
+    def _ranks(self) -> tuple[int, ...]:
+        return tuple(backend_for(self.mesh).ranks)
+
+    def _zeros(self, layout: FlatLayout, like: Any) -> Any:
+        """A zero running sum of a bucket's gradients, in the form of a local argument (like ``like``)."""
+        shape = layout.partial_spec().local_shape_of_rank
+        if isinstance(like, LocalTensor):
+            return LocalTensor({r: array_module(x).zeros(shape(r), layout.dtype) for r, x in like.shards.items()})
+        return array_module(like).zeros(shape(self._ranks()[0]), layout.dtype)
 
     def _micro_batches(self, batch: Sequence[Any], k: Any) -> list[tuple[Any, ...]]:
         """``batch`` cut into ``k`` equal parts along the first axis (checked before any collective)."""
@@ -410,21 +419,32 @@ def _flat_graph(sharded: Graph, param_idx: Sequence[int], dp: int, cap_bytes: fl
     loss_spec = sharding.outputs[0]  # type: ignore[index]
     order, out_tree = flatten((-1, {f"bucket{b}": b for b in range(len(names))}))  # the pytree's leaf order
 
-    def build(nodes: Sequence[Node], grads: Sequence[Var], specs: Sequence[DTensorSpec]) -> Graph:
+    def build(nodes: Sequence[Node], grads: Sequence[Var], specs: Sequence[DTensorSpec],
+              sums: Sequence[Var] = ()) -> Graph:
+        sum_specs = tuple(layout.partial_spec() for layout in layouts[:len(sums)])
         graph = Graph(
-            inputs=tuple(inputs) + tuple(sharded.inputs[i] for i in others),
+            inputs=tuple(inputs) + tuple(sums) + tuple(sharded.inputs[i] for i in others),
             nodes=tuple(front) + tuple(body) + tuple(nodes),
             outputs=(sharded.outputs[0], *[grads[b] for b in order[1:]]),
-            input_keys=tuple(keys) + tuple(sharded.input_keys[i] for i in others),
+            input_keys=tuple(keys) + tuple((PARAMS, f"sum{b}") for b in range(len(sums)))
+            + tuple(sharded.input_keys[i] for i in others),
             arg_names=sharded.arg_names,
             out_tree=out_tree,
-            sharding=GraphSharding(mesh, tuple(in_specs) + tuple(sharding.inputs[i] for i in others), (PARAMS,),
-                                   (loss_spec, *[specs[b] for b in order[1:]])),
+            sharding=GraphSharding(mesh, tuple(in_specs) + sum_specs + tuple(sharding.inputs[i] for i in others),
+                                   (PARAMS,), (loss_spec, *[specs[b] for b in order[1:]])),
         )
         return lower(verify(prune(graph), check_shapes=False))
 
     step_graph = build(back, outputs, out_specs)
-    micro = build(back[0::2], pending_grads, [layout.partial_spec() for layout in layouts])  # no reduce_scatter
+    # micro-batches: each bucket's gradients added in place to a running sum (an input), no reduce_scatter
+    sums = [Var(next(ids), layout.aval, f"{sharded.arg_names[PARAMS]}.sum{b}") for b, layout in enumerate(layouts)]
+    adds = []
+    for total, pack_node, flat_grad in zip(sums, back[0::2], pending_grads):
+        add = FlatPack(pack_node.fn.layout, accumulate=True)
+        pending = add.layout.partial_spec()
+        adds.append(Node(add, (total, *pack_node.inputs), (flat_grad,),
+                         sharding=NodeSharding((pending, *add.member_specs()), (pending,), add.local)))
+    micro = build(adds, pending_grads, [layout.partial_spec() for layout in layouts], sums)
     return FSDPStep(step_graph, tuple(tuple(m) for m in names), tuple(layouts), micro, reshard_after_forward)
 
 
