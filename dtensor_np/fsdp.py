@@ -25,10 +25,23 @@ tensor parallelism when a plan is given on a 2-D ``("dp", "tp")`` mesh:
 So a training step issues ``buckets`` all_gathers, ``buckets``
 reduce_scatters, what tensor parallelism needs on ``tp`` (per Megatron
 block: one all_reduce forward and one backward), and one all_reduce of the
-loss.  Parameters stay gathered from the forward to the backward pass (no
-second all_gather, as FSDP with ``reshard_after_forward=False``).  An
-optimiser (:mod:`dtensor_np.optim`) updates the flat shards with no
-communication.
+loss.  By default parameters stay gathered from the forward to the backward
+pass (no second all_gather).  With ``reshard_after_forward=True`` (as FSDP2)
+the forward's gathered buffer of a bucket dies after its last forward use and
+the backward reads a second gather of each bucket it needs (one more
+all_gather each): the nodes that are not ancestors of the loss are the
+backward, and their reads of a gathered member, or of a view the forward made
+of members alone, are rewritten to the second gather; every gather then
+starts one bucket ahead of its use (an ``after`` node:
+:class:`~dtensor_np.passes.ops.After`) instead of all at once.  The graph
+runner frees every value after its last use, so the freed buffers really go.
+
+``step.value_and_grad(flat, *batch, micro_batches=k)`` accumulates gradients
+over ``k`` micro-batches (the traced batch shape each) with a second graph
+(``micro_graph``) that adds each bucket's local gradients in place into a
+running flat sum instead of reduce-scattering them; one reduce_scatter per
+bucket ends the step.  An optimiser (:mod:`dtensor_np.optim`) updates the
+flat shards with no communication.
 
 Example:
     >>> import numpy as np, dtensor_np as dt
@@ -91,7 +104,10 @@ class FSDPStep:
 
     ``graph(flat_shards, *batch)`` returns ``(loss, gradient shards)``;
     :meth:`value_and_grad` wraps it for DTensors.  ``names[b]`` are the
-    parameters of bucket ``b``, laid out by ``layouts[b]``.
+    parameters of bucket ``b``, laid out by ``layouts[b]``.  ``micro_graph``
+    runs one micro-batch: it also takes ``sum{b}``, each bucket's running sum
+    of local gradients (a pending sum on dp), adds into it in place and
+    returns it instead of reduce-scattering.
 
     Example:
         >>> import numpy as np, dtensor_np as dt
