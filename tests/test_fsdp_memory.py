@@ -12,10 +12,13 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 import pytest
 
 import dtensor_np as dt
 from dtensor_np.examples import train as example
+from dtensor_np.graph.evaluate import last_uses
 from dtensor_np.graph.ir import MeshOp
 from dtensor_np.passes.flat_params import FlatLayout
 
@@ -186,3 +189,47 @@ def test_training_example_with_reshard_and_micro_batches_matches_one_device(worl
     assert run.collectives["all_reduce"] == 3 * (per_layer_tp * TINY.layers + 1)
     assert run.collectives["reduce_scatter"] == run.buckets
     assert run.buckets < run.collectives["all_gather"] / 3 <= 2 * run.buckets
+
+
+def test_runners_drop_each_value_after_its_last_use():
+    """last_uses: what the graph runners (evaluate, run_sharded) delete after each node."""
+    g = dt.trace(lambda x: np.sum(np.exp(x)) + np.sum(np.sin(x)), dt.ShapeDtype((3,), "f8"))
+    steps = [(tuple(v.id for v in n.inputs), tuple(v.id for v in n.outputs)) for n in g.nodes]
+    dead = last_uses(steps, [v.id for v in g.outputs])
+    assert [n.op for n in g.nodes] == ["exp", "sum", "sin", "sum", "add"]
+    x, e, se, s, ss, out = [g.inputs[0].id] + [n.outputs[0].id for n in g.nodes]
+    assert dead == ((), (e,), (x,), (s,), (se, ss))
+    assert all(out not in d for d in dead)  # an output is never dropped
+    np.testing.assert_allclose(g(np.arange(3.0)), np.sum(np.exp(np.arange(3.0))) + np.sum(np.sin(np.arange(3.0))))
+
+
+def test_training_example_flags(capsys):
+    tiny = ["--steps", "3", "--layers", "1", "--d-model", "8", "--heads", "2", "--d-ff", "16", "--seq", "4",
+            "--plot", ""]
+    assert example.main(tiny + ["--micro-batches", "2", "--reshard-after-forward"]) == 0
+    out = capsys.readouterr().out
+    assert "OK" in out and "'reduce_scatter': 1" in out
+    assert example.main(tiny + ["--micro-batches", "3"]) == 2  # 3 does not divide the batch of 8
+    assert "expected --micro-batches dividing --batch 8, got 3" in capsys.readouterr().err
+
+
+@given(st.lists(st.tuples(st.lists(st.integers(0, 10**6), max_size=3), st.integers(0, 2)), max_size=12),
+       st.integers(0, 3))
+def test_last_uses_drops_every_value_once_after_its_last_read(program, inputs):
+    """Property: a value is dropped exactly once, at its last read (or where it is made, if never read)."""
+    steps, defined = [], list(range(inputs))
+    for reads, n_out in program:
+        ins = tuple(defined[r % len(defined)] for r in reads) if defined else ()
+        outs = tuple(range(len(defined) + 100, len(defined) + 100 + n_out))
+        steps.append((ins, outs))
+        defined += outs
+    keep = set(defined[-1:])
+    dead = last_uses(steps, keep)
+    dropped = [v for d in dead for v in d]
+    assert len(dropped) == len(set(dropped))
+    for v in set(defined) - keep:
+        reads = [i for i, (ins, _) in enumerate(steps) if v in ins]
+        made = [i for i, (_, outs) in enumerate(steps) if v in outs]
+        where = max(reads) if reads else (made[0] if made else None)
+        assert (where is None and v not in dropped) or v in dead[where]
+    assert not keep & set(dropped)
