@@ -84,7 +84,8 @@ def test_dp_x_tp_with_reshard_and_micro_batches_matches_one_device(world, k):
 
 
 @pytest.mark.worlds(simulated=(), mpi=(4,))
-def test_every_case_under_mpi(world):
+def test_every_case_under_mpi(world, monkeypatch):
+    _check_freed(world, monkeypatch)
     for tp in (False, True):
         for k in (1, 3):
             for reshard in (False, True):
@@ -111,9 +112,13 @@ def _gathered_buffers(monkeypatch):
     return calls
 
 
-@pytest.mark.worlds(simulated=(2,), mpi=())
+@pytest.mark.worlds(simulated=(2, 3), mpi=())
 def test_reshard_after_forward_frees_the_gathered_buckets(world, monkeypatch):
     """The forward's gathered buffer of a bucket is dead when the backward gathers it again."""
+    _check_freed(world, monkeypatch)
+
+
+def _check_freed(world, monkeypatch):
     mesh = _mesh(world, False)
     step = dt.fsdp(mlp_loss, PARAMS, X, Y, mesh=mesh, bucket_mb=1e-6, reshard_after_forward=True)
     flat = step.shard(PARAMS)
@@ -126,7 +131,7 @@ def test_reshard_after_forward_frees_the_gathered_buckets(world, monkeypatch):
             assert key not in c["alive"]
             regathered += 1
         seen.add(key)
-    assert regathered == BACKWARD_READS * world.size
+    assert regathered == BACKWARD_READS * len(world.ranks)
     assert all(c["ref"]() is None for c in calls)  # nothing outlives the step
 
 
