@@ -191,8 +191,13 @@ class Run:
 
 
 def train(mesh: Optional[dt.DeviceMesh], cfg: Config, steps: int, batch_size: int, lr: float, seed: int = 0,
-          bucket_mb: float = 0.25, every: int = 5, show: bool = False, text_chars: int = 20_000) -> Run:
-    """Train for ``steps`` steps on ``mesh`` with FSDP x TP (or on one device with ``mesh=None``)."""
+          bucket_mb: float = 0.25, every: int = 5, show: bool = False, text_chars: int = 20_000,
+          micro_batches: int = 1, reshard_after_forward: bool = False) -> Run:
+    """Train for ``steps`` steps on ``mesh`` with FSDP x TP (or on one device with ``mesh=None``).
+
+    ``micro_batches``: each step's batch runs as that many micro-batches (gradients accumulated, one
+    reduce_scatter per bucket); ``reshard_after_forward``: see :func:`dtensor_np.fsdp`.
+    """
     text = corpus(text_chars, seed)
     vocab = sorted(set(text))
     params = init_params(np.random.default_rng(seed), cfg, len(vocab))
@@ -205,11 +210,14 @@ def train(mesh: Optional[dt.DeviceMesh], cfg: Config, steps: int, batch_size: in
         state_params, collectives_per_step, buckets = params, {}, 0
     else:
         tp = mesh.shape[mesh.dim_index("tp")] if "tp" in (mesh.dim_names or ()) else 1
-        step_fn = dt.fsdp(fn, params, x, y, mesh=mesh, tp_plan=plan(cfg) if tp > 1 else None, bucket_mb=bucket_mb)
-        state_params, collectives_per_step, buckets = step_fn.shard(params), step_fn.collectives(), step_fn.buckets
+        rows = batch_size // micro_batches  # the step is traced for one micro-batch
+        step_fn = dt.fsdp(fn, params, x[:rows], y[:rows], mesh=mesh, tp_plan=plan(cfg) if tp > 1 else None,
+                          bucket_mb=bucket_mb, reshard_after_forward=reshard_after_forward)
+        state_params, buckets = step_fn.shard(params), step_fn.buckets
+        collectives_per_step = step_fn.collectives(micro_batches)
 
         def value_and_grad(flat: Any, x: Any, y: Any) -> Any:
-            return step_fn.value_and_grad(flat, x, y)
+            return step_fn.value_and_grad(flat, x, y, micro_batches=micro_batches)
 
     state = opt.init(state_params)
     losses = []
@@ -266,6 +274,10 @@ def _parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--no-compare", action="store_true", help="skip the single-device run")
     parser.add_argument("--tol", type=float, default=1e-9, help="largest relative loss difference from one device")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--micro-batches", type=int, default=1,
+                        help="split each step's batch into K micro-batches (gradients accumulated)")
+    parser.add_argument("--reshard-after-forward", action="store_true",
+                        help="free gathered parameters after the forward, gather them again for the backward")
     return parser.parse_args(argv)
 
 
@@ -286,7 +298,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     root = 0 in backend_for(mesh).ranks
-    run = train(mesh, cfg, args.steps, args.batch, args.lr, args.seed, args.bucket_mb, args.every, show=root)
+    if args.micro_batches < 1 or args.batch % args.micro_batches:
+        print(f"error: expected --micro-batches dividing --batch {args.batch}, got {args.micro_batches}",
+              file=sys.stderr)
+        return 2
+    run = train(mesh, cfg, args.steps, args.batch, args.lr, args.seed, args.bucket_mb, args.every, show=root,
+                micro_batches=args.micro_batches, reshard_after_forward=args.reshard_after_forward)
     runs = {f"FSDP x TP, {dp}x{tp} {mesh.backend}": run}
     diff = 0.0
     if not args.no_compare:

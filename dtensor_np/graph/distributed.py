@@ -43,7 +43,7 @@ from ..placements import Replicate
 from ..redistribute import redistribute_shards
 from ..runtime import backend_for
 from ..spec import DTensorSpec
-from .evaluate import bind_inputs, check_aval, constant_value, module_of
+from .evaluate import bind_inputs, check_aval, constant_value, last_uses, module_of
 from .ir import Constant, MeshOp, Node, Redistribute, Var
 from .pytree import unflatten
 
@@ -124,7 +124,7 @@ class _Program:
     hash slowly, so a call never looks one up.
     """
 
-    __slots__ = ("steps", "expected")
+    __slots__ = ("steps", "expected", "release")
 
     def __init__(self, graph: Graph, ranks: tuple[int, ...]) -> None:
         steps: list[_Step] = []
@@ -158,6 +158,7 @@ class _Program:
             outs = tuple(v.id for v in node.outputs)
             steps.append((kind, node, ins, outs, node.out_kind == "array"))
         self.steps = tuple(steps)
+        self.release = last_uses([(ins, outs) for _, _, ins, outs, _ in steps], (v.id for v in graph.outputs))
         sharding = graph.sharding
         assert sharding is not None
         self.expected = tuple({r: spec.local_shape_of_rank(r) for r in ranks} for spec in sharding.inputs)
@@ -191,33 +192,41 @@ def run_sharded_shards(graph: Graph, *args: Any) -> list[Shards]:
         else:
             env[var.id] = _global_input(var, spec, value, ranks, backend)
     xp = module_of(x for shards in env.values() for x in shards.values())
-    for kind, node, ins, outs, single in program.steps:
-        if kind == _PROGRAM:  # an op that communicates in the middle
-            produced = node.sharding.program(backend, *[env[i] for i in ins])  # type: ignore[union-attr]
-            for out, shards in zip(outs, produced if len(outs) > 1 else (produced,)):
-                env[out] = {r: as_array(x) for r, x in shards.items()}
-        elif kind == _LOCAL:
-            local = node.sharding.local  # type: ignore[union-attr]
-            if single:
-                env[outs[0]] = {r: as_array(local(r, *[env[i][r] for i in ins])) for r in ranks}
-            elif len(ranks) == 1:  # under MPI: one rank, no per-rank dicts to zip
-                (r,) = ranks
-                for out, x in zip(outs, node.unpack(local(r, *[env[i][r] for i in ins]))):
-                    env[out] = {r: as_array(x)}
-            else:
-                results = {r: node.unpack(local(r, *[env[i][r] for i in ins])) for r in ranks}
-                for k, out in enumerate(outs):
-                    env[out] = {r: as_array(res[k]) for r, res in results.items()}
-        elif kind == _BLOCKING:  # a lowered collective whose wait follows its start at once
-            env[outs[0]] = node.fn.execute_blocking(backend, env[ins[0]])
-        elif kind == _EXECUTE:  # start or wait of a lowered collective
-            env.update(zip(outs, node.fn.execute(backend, *[env[i] for i in ins])))
-        elif kind == _REDISTRIBUTE:
-            env[outs[0]] = redistribute_shards(env[ins[0]], node.fn.src, node.fn.dst)
-        else:  # a constant: replicated, in the inputs' array library
-            value = constant_value(node.fn, xp)
-            env[outs[0]] = {r: value for r in ranks}
+    for step, dead in zip(program.steps, program.release):
+        _run_step(step, env, ranks, backend, xp)  # a function: no local variable outlives the step
+        for i in dead:
+            del env[i]
     return [env[v.id] for v in graph.outputs]
+
+
+def _run_step(step: _Step, env: dict[int, Any], ranks: tuple[int, ...], backend: Any, xp: Any) -> None:
+    """Run one step of a program: read its inputs from ``env``, write its outputs there."""
+    kind, node, ins, outs, single = step
+    if kind == _PROGRAM:  # an op that communicates in the middle
+        produced = node.sharding.program(backend, *[env[i] for i in ins])  # type: ignore[union-attr]
+        for out, shards in zip(outs, produced if len(outs) > 1 else (produced,)):
+            env[out] = {r: as_array(x) for r, x in shards.items()}
+    elif kind == _LOCAL:
+        local = node.sharding.local  # type: ignore[union-attr]
+        if single:
+            env[outs[0]] = {r: as_array(local(r, *[env[i][r] for i in ins])) for r in ranks}
+        elif len(ranks) == 1:  # under MPI: one rank, no per-rank dicts to zip
+            (r,) = ranks
+            for out, x in zip(outs, node.unpack(local(r, *[env[i][r] for i in ins]))):
+                env[out] = {r: as_array(x)}
+        else:
+            results = {r: node.unpack(local(r, *[env[i][r] for i in ins])) for r in ranks}
+            for k, out in enumerate(outs):
+                env[out] = {r: as_array(res[k]) for r, res in results.items()}
+    elif kind == _BLOCKING:  # a lowered collective whose wait follows its start at once
+        env[outs[0]] = node.fn.execute_blocking(backend, env[ins[0]])
+    elif kind == _EXECUTE:  # start or wait of a lowered collective
+        env.update(zip(outs, node.fn.execute(backend, *[env[i] for i in ins])))
+    elif kind == _REDISTRIBUTE:
+        env[outs[0]] = redistribute_shards(env[ins[0]], node.fn.src, node.fn.dst)
+    else:  # a constant: replicated, in the inputs' array library
+        value = constant_value(node.fn, xp)
+        env[outs[0]] = {r: value for r in ranks}
 
 
 def run_sharded(graph: Graph, *args: Any) -> Any:

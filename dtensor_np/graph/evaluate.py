@@ -27,7 +27,7 @@ from .pytree import leaves_with_paths, path_name, unflatten
 if TYPE_CHECKING:
     from .graph import Graph
 
-__all__ = ["evaluate", "bind_inputs", "check_aval", "module_of", "constant_value"]
+__all__ = ["evaluate", "bind_inputs", "check_aval", "module_of", "constant_value", "last_uses"]
 
 
 def bind_inputs(graph: Graph, args: Sequence[Any]) -> list[Any]:
@@ -112,13 +112,39 @@ def _direct_call(node: Any) -> Optional[Callable[[list[Any]], Any]]:
     return call
 
 
+def last_uses(steps: Sequence[tuple[Sequence[int], Sequence[int]]], keep: Iterable[int]) -> tuple[tuple[int, ...], ...]:
+    """For every step ``(input ids, output ids)``, the ids no later step reads: what a runner drops after it.
+
+    An output nothing reads is dropped right after the step that makes it;
+    the ids in ``keep`` (the graph's outputs) are never dropped.
+
+    Example:
+        >>> last_uses([((0,), (1,)), ((1, 0), (2, 3)), ((2,), (4,))], keep=(4,))
+        ((), (0, 1, 3), (2,))
+    """
+    keep = set(keep)
+    last: dict[int, int] = {}
+    for i, (ins, outs) in enumerate(steps):
+        for v in outs:
+            last.setdefault(v, i)
+        for v in ins:
+            last[v] = i
+    dead: list[list[int]] = [[] for _ in steps]
+    for v, i in last.items():
+        if v not in keep:
+            dead[i].append(v)
+    return tuple(tuple(sorted(d)) for d in dead)
+
+
 @memo(maxsize=256, name="dtensor_np.graph_steps")
 def _steps(graph: Graph) -> tuple[tuple[Any, ...], ...]:
     """Each node as ``(node, input ids, output ids, call or None, several outputs)``, worked out once per graph."""
+    ios = [(tuple(v.id for v in node.inputs), tuple(v.id for v in node.outputs)) for node in graph.nodes]
+    dead = last_uses(ios, (v.id for v in graph.outputs))
     return tuple(
-        (node, tuple(v.id for v in node.inputs), tuple(v.id for v in node.outputs),
-         None if isinstance(node.fn, Constant) else (_direct_call(node) or node.call), node.out_kind != "array")
-        for node in graph.nodes
+        (node, ins, outs, None if isinstance(node.fn, Constant) else (_direct_call(node) or node.call),
+         node.out_kind != "array", drop)
+        for node, (ins, outs), drop in zip(graph.nodes, ios, dead)
     )
 
 
@@ -129,11 +155,13 @@ def evaluate(graph: Graph, *args: Any) -> Any:
         check_aval(var, value)
     xp = module_of(values)
     env: dict[int, Any] = {v.id: x for v, x in zip(graph.inputs, values)}
-    for node, ins, outs, call, several in _steps(graph):
+    for node, ins, outs, call, several, drop in _steps(graph):
         if call is None:
             env[outs[0]] = constant_value(node.fn, xp)
         elif several:
             env.update(zip(outs, tuple(call([env[i] for i in ins]))))
         else:
             env[outs[0]] = call([env[i] for i in ins])
+        for i in drop:  # values nothing reads any more are freed as the graph runs
+            del env[i]
     return unflatten(graph.out_tree, [env[v.id] for v in graph.outputs])

@@ -143,6 +143,20 @@ class FlatLayout:
         flat[end:] = 0  # the padding
         return flat.reshape(self.dp, self.row)
 
+    def accumulate(self, rank: int, total: Any, *arrays: Any) -> Any:
+        """``total`` (a ``(dp, row)`` flat vector) with ``rank``'s member arrays added in place; returns it.
+
+        Example:
+            >>> import numpy as np, dtensor_np as dt
+            >>> spec = dt.DTensorSpec(dt.DeviceMesh((2,)), (dt.Replicate(),), dt.TensorMeta((3,), "f8"))
+            >>> FlatLayout.of((spec,), 0).accumulate(0, np.ones((2, 2)), np.arange(3.0)).tolist()
+            [[1.0, 2.0], [3.0, 1.0]]
+        """
+        flat = total.reshape(-1)
+        for (start, stop, _), x in zip(self.pieces[rank], arrays):
+            flat[start:stop] += x.reshape(-1)
+        return total
+
     def shard_rows(self, rank: int, full: Sequence[Any]) -> Any:
         """The ``(1, row)`` row ``rank`` stores, cut from the members' full arrays (no communication)."""
         local = [x[s.local_index(rank)] if hasattr(x, "shape") else np.asarray(x) for x, s in zip(full, self.specs)]
@@ -192,12 +206,17 @@ class FlatUnpack(MeshOp):
 class FlatPack(MeshOp):
     """``flatten``: the members' gradients (pending sums on dp) written once into a flat bucket (``layout.flatten``).
 
+    With ``accumulate`` the node reads a flat buffer first and adds the members
+    into it in place (``layout.accumulate``): gradient accumulation over
+    micro-batches with no second buffer.
+
     Example:
         >>> FlatPack.name
         'flatten'
     """
 
     layout: FlatLayout
+    accumulate: bool = False
     name: ClassVar[str] = "flatten"
 
     def abstract_eval(self, avals: tuple[ShapeDtype, ...]) -> tuple[ShapeDtype, ...]:
@@ -212,10 +231,16 @@ class FlatPack(MeshOp):
         )
 
     def check_sharding(self, inputs: tuple[DTensorSpec, ...], outputs: tuple[DTensorSpec, ...]) -> Optional[str]:
-        return _check("members", inputs, self.member_specs()) or _check("buffer", outputs, [self.layout.partial_spec()])
+        buffer = [self.layout.partial_spec()]
+        if self.accumulate:
+            return _check("sum", inputs[:1], buffer) or _check("members", inputs[1:], self.member_specs()) or _check(
+                "buffer", outputs, buffer)
+        return _check("members", inputs, self.member_specs()) or _check("buffer", outputs, buffer)
 
     def describe(self, sharding: Optional[NodeSharding]) -> str:
-        return self.layout.describe()
+        return self.layout.describe() + (", added in place to the first input" if self.accumulate else "")
 
     def local(self, rank: int, *arrays: Any) -> Any:
+        if self.accumulate:
+            return self.layout.accumulate(rank, *arrays)
         return self.layout.flatten(rank, *arrays)

@@ -35,12 +35,12 @@ from typing import Any, Callable, ClassVar, Optional
 
 from collectives import Prepared
 
-from ..graph.ir import MeshOp, NodeSharding, ShapeDtype
+from ..graph.ir import MeshOp, Node, NodeSharding, ShapeDtype, Var
 from ..planner import CollectiveCall, Step, collective_call
 from ..redistribute import local_step
 from ..spec import DTensorSpec
 
-__all__ = ["Collective", "Wait", "WAIT", "LocalStep", "local_step_function", "rank_shapes"]
+__all__ = ["Collective", "Wait", "WAIT", "LocalStep", "After", "after_node", "local_step_function", "rank_shapes"]
 
 
 def rank_shapes(spec: DTensorSpec) -> tuple[tuple[int, ...], ...]:
@@ -204,6 +204,51 @@ class LocalStep(MeshOp):
     def describe(self, sharding: Optional[NodeSharding]) -> str:
         where = f" on {_where(self.mesh_dims)}" if self.mesh_dims else ""
         return f"{_transition(sharding)}{self.kind}{where}".strip()
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class After(MeshOp):
+    """``after``: its first input, unchanged (no copy), once the others exist: an ordering edge as data.
+
+    :func:`~dtensor_np.passes.schedule` runs an eager node (a collective's
+    start) as soon as its inputs exist; a start that reads ``after(x,
+    token)`` instead of ``x`` is issued only once ``token`` is computed.  FSDP
+    uses it to prefetch one bucket ahead instead of gathering every bucket at
+    once.
+
+    Example:
+        >>> After.name, After().abstract_eval(("a", "b"))
+        ('after', ('a',))
+    """
+
+    name: ClassVar[str] = "after"
+
+    def abstract_eval(self, avals: tuple[ShapeDtype, ...]) -> tuple[ShapeDtype, ...]:
+        return (avals[0],)
+
+    def check_sharding(self, inputs: tuple[DTensorSpec, ...], outputs: tuple[DTensorSpec, ...]) -> Optional[str]:
+        return None if inputs[:1] == outputs else f"expected the output spec {inputs[0]}, got {outputs[0]}"
+
+    def describe(self, sharding: Optional[NodeSharding]) -> str:
+        return "ordering only: the first input, after the others"
+
+    @staticmethod
+    def local(rank: int, x: Any, *tokens: Any) -> Any:
+        return x
+
+
+def after_node(x: Var, x_spec: DTensorSpec, token: Var, token_spec: DTensorSpec, out: Var) -> Node:
+    """The :class:`~dtensor_np.graph.ir.Node` ``out = after(x, token)`` (``x``, ``token``, ``out``: variables).
+
+    Example:
+        >>> import dtensor_np as dt
+        >>> from dtensor_np.graph.ir import ShapeDtype, Var
+        >>> spec = dt.DTensorSpec(dt.DeviceMesh((2,)), (dt.Replicate(),), dt.TensorMeta((2,), "f8"))
+        >>> v = [Var(i, ShapeDtype((2,), "f8")) for i in range(3)]
+        >>> after_node(v[0], spec, v[1], spec, v[2]).op
+        'after'
+    """
+    return Node(After(), (x, token), (out,), sharding=NodeSharding((x_spec, token_spec), (x_spec,), After.local))
 
 
 def local_step_function(step: Optional[Step]) -> Callable[..., Any]:

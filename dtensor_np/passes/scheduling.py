@@ -14,6 +14,9 @@ one that overlaps communication with compute):
 
 So the compute between a start and its wait is everything that does not
 need the collective's result: it runs while the collective is in flight.
+A pass that wants a start later than its inputs allow (FSDP's one bucket
+ahead prefetch) feeds it through an :class:`~dtensor_np.passes.ops.After`
+node: ``after(x, token)`` is ``x``, available once ``token`` is.
 The order is a pure function of the graph, the same on every rank, so under
 MPI every rank starts its non-blocking collectives in the same order.  The
 input graph may list nodes in any order (a pass that merges nodes appends
