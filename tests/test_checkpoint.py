@@ -297,3 +297,22 @@ def test_cupy_shards_save_and_load_on_the_device(cupy, tmp_path):
     for r, block in out.local_shards().items():
         assert isinstance(block, cupy.ndarray)
         np.testing.assert_array_equal(cupy.asnumpy(block), full[out.spec.local_index(r)])
+
+
+def test_training_resumed_on_another_mesh_reproduces_the_uninterrupted_losses(tmp_path):
+    from dtensor_np.examples import train as example
+
+    cfg = example.Config(layers=1, d_model=16, heads=2, d_ff=32, seq=8)
+    kw = dict(cfg=cfg, batch_size=8, lr=3e-3, seed=0, text_chars=2000)
+    m22 = dt.DeviceMesh((2, 2), ("dp", "tp"))
+    whole = example.train(m22, steps=50, **kw)
+    first = example.train(m22, steps=25, save=str(tmp_path / "run"), **kw)
+    assert first.losses == whole.losses[:25]
+    for mesh in (dt.DeviceMesh((4, 1), ("dp", "tp")), dt.DeviceMesh((1, 1), ("dp", "tp")), None):
+        resumed = example.train(mesh, steps=25, resume=str(tmp_path / "run"), **kw)
+        assert resumed.first_step == 25 and len(resumed.losses) == 25
+        np.testing.assert_allclose(resumed.losses, whole.losses[25:], rtol=1e-12, atol=0, err_msg=str(mesh))
+    # the command line: --save, then --resume on another mesh, each checked against one device
+    args = ["--layers", "1", "--d-model", "16", "--heads", "2", "--d-ff", "32", "--seq", "8", "--plot", ""]
+    assert example.main(args + ["--steps", "3", "--save", str(tmp_path / "cli")]) == 0
+    assert example.main(args + ["--steps", "2", "--dp", "4", "--tp", "1", "--resume", str(tmp_path / "cli")]) == 0
