@@ -316,3 +316,17 @@ def test_training_resumed_on_another_mesh_reproduces_the_uninterrupted_losses(tm
     args = ["--layers", "1", "--d-model", "16", "--heads", "2", "--d-ff", "32", "--seq", "8", "--plot", ""]
     assert example.main(args + ["--steps", "3", "--save", str(tmp_path / "cli")]) == 0
     assert example.main(args + ["--steps", "2", "--dp", "4", "--tp", "1", "--resume", str(tmp_path / "cli")]) == 0
+
+
+def test_the_benchmark_runs_and_checks_its_loads(tmp_path):
+    import importlib.util
+    import json
+
+    where = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_checkpoint.py"
+    module_spec = importlib.util.spec_from_file_location("bench_checkpoint", where)
+    bench = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(bench)
+    assert bench.main(["--sizes", "64KiB", "--repeats", "1", "--dir", str(tmp_path), "--json",
+                       str(tmp_path / "rows.json")]) == 0
+    (row,) = json.loads((tmp_path / "rows.json").read_text())
+    assert row["values_equal"] and row["ranks"] == 4 and row["reshard_read_bytes"] >= row["reshard_block_bytes"] > 0

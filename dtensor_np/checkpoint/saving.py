@@ -50,7 +50,7 @@ from .metadata import METADATA_FILE, array_name, chunk_shape, encode_tree
 
 __all__ = ["save", "SaveHandle", "CHUNK_BYTES", "KILL_RANK_ENV", "world_backend"]
 
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 1 << 20
 """The most bytes in one stored chunk where the sharding allows (larger blocks are split in several chunks)."""
 KILL_RANK_ENV = "DTENSOR_NP_CHECKPOINT_KILL_RANK"
 """Test hook: the world rank named here kills itself (SIGKILL) after writing its first chunk of a save."""
