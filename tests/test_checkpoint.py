@@ -251,6 +251,25 @@ def test_mismatches_raise_before_reading(tmp_path, monkeypatch):
     assert not (tmp_path / "d").exists() and not (tmp_path / "e").exists()
 
 
+def test_a_failed_write_raises_and_replaces_nothing(tmp_path, monkeypatch):
+    import zarr
+
+    path = str(tmp_path / "c")
+    mesh = dt.DeviceMesh((2,))
+    dt.checkpoint.save(path, {"x": dt.distribute_tensor(np.ones(3), mesh, [S(0)])})
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(zarr, "open_array", full_disk)
+    with pytest.raises(OSError, match=r"failed on this rank: .*No space left on device.*nothing was replaced"):
+        dt.checkpoint.save(path, {"x": dt.distribute_tensor(np.zeros(3), mesh, [S(0)])})
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == ["c"]  # the temporary directory is gone
+    out = dt.checkpoint.load(path, {"x": dt.checkpoint.Spec((3,), "float64", mesh, [R])})["x"]
+    assert out.full_tensor().tolist() == [1.0, 1.0, 1.0]
+
+
 KILL_SCRIPT = textwrap.dedent("""
     import sys, numpy as np, dtensor_np as dt
     path, step = sys.argv[1], int(sys.argv[2])

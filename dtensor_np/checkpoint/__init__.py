@@ -17,6 +17,11 @@ Example:
     >>> state = dt.checkpoint.load(path, target)
     >>> state["step"], state["w"].local_shards()[2].tolist()
     (25, [8.0, 9.0])
+
+``FORMAT_VERSION`` is the version this library writes (and the newest it reads):
+
+    >>> dt.checkpoint.FORMAT_VERSION
+    1
 """
 
 from .loading import Spec, load
