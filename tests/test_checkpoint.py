@@ -349,3 +349,28 @@ def test_the_benchmark_runs_and_checks_its_loads(tmp_path):
                        str(tmp_path / "rows.json")]) == 0
     (row,) = json.loads((tmp_path / "rows.json").read_text())
     assert row["values_equal"] and row["ranks"] == 4 and row["reshard_read_bytes"] >= row["reshard_block_bytes"] > 0
+
+
+def test_async_save_of_fsdp_buckets_overlaps_a_training_step(tmp_path):
+    rng = np.random.default_rng(0)
+    params = {"w1": rng.normal(size=(3, 5)), "w2": rng.normal(size=(5, 1))}
+    x, y = rng.normal(size=(8, 3)), rng.normal(size=(8, 1))
+
+    def loss_fn(p, x, y):
+        return np.mean((np.tanh(x @ p["w1"]) @ p["w2"] - y) ** 2)
+
+    step = dt.fsdp(loss_fn, params, x, y, mesh=dt.DeviceMesh((2, 2), ("dp", "tp")), bucket_mb=1e-6)
+    opt = dt.optim.adamw(1e-2)
+    flat = step.shard(params)
+    state = opt.init(flat)
+    handle = dt.checkpoint.save(str(tmp_path / "c"), {"flat": flat, "adam": {"step": state.step, "mu": state.mu}},
+                                async_=True)
+    loss, grads = step.value_and_grad(flat, x, y)  # the step runs while the thread writes
+    new_flat, state = opt.update(grads, state, flat)
+    handle.wait()
+    target = {"flat": {k: v.spec for k, v in flat.items()}, "adam": {"step": 0, "mu": {k: v.spec for k, v in flat.items()}}}
+    out = dt.checkpoint.load(str(tmp_path / "c"), target)
+    assert out["adam"]["step"] == 0 and state.step == 1
+    for k, v in flat.items():  # the values at the save, not after the step
+        np.testing.assert_array_equal(out["flat"][k].full_tensor(), v.full_tensor())
+        assert not np.array_equal(new_flat[k].full_tensor(), v.full_tensor())
