@@ -1,8 +1,9 @@
 """dt.checkpoint: save on one mesh, load on every other (values equal NumPy's), atomic commit, async, errors.
 
 The arrays have uneven and empty shards (5 rows over 4 ranks: 2, 2, 1, 0).
-The MPI case is one job of 4 ranks: it saves there and loads onto the 4 MPI
-ranks and onto simulated meshes of 1, 2 and 3 ranks in each process.
+The MPI case is one job of 4 ranks: it saves there and loads onto MPI meshes
+of 4, 2 and 1 ranks (the others holding replicas) and onto a simulated mesh of
+3 ranks in each process.
 """
 from __future__ import annotations
 
@@ -95,12 +96,17 @@ def check_loaded(out: dict) -> None:
 
 
 def load_everywhere(path: str, world) -> int:
-    """Load onto every layout of 1, 2, 3 and 4 ranks (MPI for the world's own size); returns the loads done."""
+    """Load onto every layout of 1, 2, 3 and 4 ranks; returns the loads done.
+
+    A mesh whose size divides the world's lives in it (under MPI the ranks outside it hold replicas); a mesh of 3
+    ranks in a world of 4 is simulated in each process.
+    """
     loads = 0
     for n in (1, 2, 3, 4):
-        kind = world.kind if n == world.size else "simulated"
+        inside = world.size % n == 0
         for shape, placements in layouts(n):
-            mesh = dt.DeviceMesh(shape, backend=kind)
+            mesh = dt.DeviceMesh(shape, backend=world.kind if inside else "simulated",
+                                 world_size=world.size if inside else None)
             spec_target = target(lambda k, a: dt.checkpoint.Spec(a.shape, a.dtype, mesh, placed(a, placements)))
             check_loaded(dt.checkpoint.load(path, spec_target))
             tensor_target = target(lambda k, a: dt.distribute_tensor(np.zeros_like(a), mesh, placed(a, placements)))
