@@ -30,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import secrets
@@ -128,20 +129,47 @@ def _plan_writes(index: int, x: DTensor, copy: bool) -> tuple[dict[str, Any], li
     return record, writes
 
 
-def _write(root: str, records: dict[int, dict[str, Any]], writes: list[Write], errors: list[BaseException]) -> None:
-    """Write the blocks (in this process; no collective), recording a failure in ``errors``."""
-    import zarr
-    from zarr.storage import LocalStore
+def _write_chunk(file: str, chunk: np.ndarray) -> None:
+    """One stored chunk: its bytes, little-endian, C order (Zarr v3's ``bytes`` codec, no compression)."""
+    np.ascontiguousarray(chunk, dtype=chunk.dtype.newbyteorder("<")).tofile(file)
 
+
+def _write_block(folder: str, chunks: tuple[int, ...], where: tuple[slice, ...], data: np.ndarray) -> None:
+    """The chunks of one block (a union of whole chunks): each written straight to its file, as Zarr reads it.
+
+    A chunk at the array's end is padded to the whole chunk shape with the fill value 0, as Zarr stores it.
+    """
+    if not chunks:
+        _write_chunk(os.path.join(folder, "c"), data)
+        return
+    made: set[str] = set()
+    grid = [range(w.start // c, -(-w.stop // c)) for w, c in zip(where, chunks)]
+    for index in itertools.product(*grid):
+        part = data[tuple(slice(i * c - w.start, min((i + 1) * c, w.stop) - w.start)
+                          for i, c, w in zip(index, chunks, where))]
+        if part.shape != chunks:
+            whole = np.zeros(chunks, part.dtype)
+            whole[tuple(slice(0, n) for n in part.shape)] = part
+            part = whole
+        head = os.path.join(folder, "c", *(str(i) for i in index[:-1]))
+        if head not in made:
+            os.makedirs(head, exist_ok=True)
+            made.add(head)
+        _write_chunk(os.path.join(head, str(index[-1])), part)
+
+
+def _write(root: str, records: dict[int, dict[str, Any]], writes: list[Write], errors: list[BaseException]) -> None:
+    """Write the blocks (in this process; no collective), recording a failure in ``errors``.
+
+    The files are those Zarr writes for these arrays (``bytes`` codec, no
+    compression, default chunk keys ``c/i/j``); writing them directly is about
+    as fast as ``np.save`` where Zarr's own path took several times longer.
+    """
     try:
-        store = LocalStore(root)
-        opened: dict[int, Any] = {}
         kill = os.environ.get(KILL_RANK_ENV)
         for n, (index, where, data) in enumerate(writes):
-            if index not in opened:
-                opened[index] = zarr.open_array(store, path=records[index]["array"], mode="r+",
-                                                config={"write_empty_chunks": True})  # no check of each chunk
-            opened[index][where if where else ...] = data
+            record = records[index]
+            _write_block(os.path.join(root, record["array"]), tuple(record["chunks"]), where, data)
             if n == 0 and kill is not None and collectives.launched_by_mpiexec():
                 if int(kill) == collectives.get_backend("mpi").rank:
                     os.kill(os.getpid(), 9)
