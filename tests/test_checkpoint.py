@@ -378,3 +378,23 @@ def test_async_save_of_fsdp_buckets_overlaps_a_training_step(tmp_path):
     for k, v in flat.items():  # the values at the save, not after the step
         np.testing.assert_array_equal(out["flat"][k].full_tensor(), v.full_tensor())
         assert not np.array_equal(new_flat[k].full_tensor(), v.full_tensor())
+
+
+@pytest.mark.parametrize("dtype", ["float64", ">f4", "int16", "bool", "complex64"])
+def test_chunk_files_are_the_bytes_zarr_writes(tmp_path, dtype):
+    import zarr
+
+    full = (np.arange(35).reshape(5, 7) % 3).astype(dtype)  # 5 rows over 4 ranks: an edge chunk and an empty shard
+    x = dt.distribute_tensor(full, dt.DeviceMesh((4,)), [S(0)])
+    dt.checkpoint.save(str(tmp_path / "c"), {"x": x})
+    ours = zarr.open_array(str(tmp_path / "c" / "leaf0"), mode="r")
+    theirs = zarr.create_array(str(tmp_path / "z"), shape=full.shape, chunks=ours.chunks, dtype=ours.dtype,
+                               fill_value=0, compressors=None)
+    theirs[...] = full
+    files = sorted(p.relative_to(tmp_path / "z") for p in (tmp_path / "z").rglob("*") if p.is_file()
+                   and p.name != "zarr.json")
+    assert files == sorted(p.relative_to(tmp_path / "c" / "leaf0") for p in (tmp_path / "c" / "leaf0").rglob("*")
+                           if p.is_file() and p.name != "zarr.json")
+    for f in files:
+        assert (tmp_path / "z" / f).read_bytes() == (tmp_path / "c" / "leaf0" / f).read_bytes(), f
+    np.testing.assert_array_equal(ours[...], full)
