@@ -7,7 +7,9 @@ of 4, 2 and 1 ranks (the others holding replicas) and onto a simulated mesh of
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,13 +54,25 @@ def placed(a: np.ndarray, placements: list) -> list:
             for p in placements]
 
 
-def shared_dir(world, tmp_path: Path) -> str:
-    """A directory every rank agrees on (rank 0's ``tmp_path`` under MPI)."""
+@contextlib.contextmanager
+def shared_dir(world, tmp_path: Path):
+    """A directory every rank agrees on: ``tmp_path``, or under MPI one rank 0 makes, shares and finally removes.
+
+    (Each MPI rank's own ``tmp_path`` is a numbered pytest directory that another rank's pytest may clean away.)
+    """
     if world.kind == "simulated":
-        return str(tmp_path)
+        yield str(tmp_path)
+        return
     from mpi4py import MPI
 
-    return MPI.COMM_WORLD.bcast(str(tmp_path), root=0)
+    comm = MPI.COMM_WORLD
+    root = comm.bcast(tempfile.mkdtemp(prefix="dtensor_np_checkpoint_") if comm.rank == 0 else None, root=0)
+    try:
+        yield root
+    finally:
+        comm.Barrier()
+        if comm.rank == 0:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def state(kind: str) -> dict:
@@ -141,7 +155,11 @@ class CountingStore:
 
 @pytest.mark.worlds(simulated=(4,), mpi=(4,))
 def test_save_on_4_ranks_then_load_on_1_to_4_ranks_with_every_placement(world, tmp_path, monkeypatch):
-    root = shared_dir(world, tmp_path)
+    with shared_dir(world, tmp_path) as root:
+        save_and_load(world, root, monkeypatch)
+
+
+def save_and_load(world, root: str, monkeypatch) -> None:
     path = os.path.join(root, "ckpt")
     dt.checkpoint.save(path, state(world.kind))
     assert load_everywhere(path, world) == 2 * (3 * 4 + 4)
