@@ -33,6 +33,7 @@ from .placements import Partial, Placement, Replicate, Shard, check_placement, c
 
 __all__ = [
     "TensorMeta",
+    "array_shape",
     "DTensorSpec",
     "ShardOrder",
     "compute_local_shape_and_global_offset",
@@ -42,6 +43,24 @@ __all__ = [
 # ((tensor_dim, (mesh_dim, ...)), ...): for every sharded tensor dim, the mesh
 # dims that split it, outermost split first; sorted by tensor dim.
 ShardOrder = tuple[tuple[int, tuple[int, ...]], ...]
+
+
+def array_shape(shape: Any) -> tuple[int, ...]:
+    """``shape`` as a tuple of non-negative ints (NumPy integers taken; bools, floats, strings refused).
+
+    Example:
+        >>> array_shape([2, np.int64(3)])
+        (2, 3)
+    """
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        raise TypeError(f"TensorMeta shape must be a sequence of ints, got {shape!r}")
+    raw = tuple(shape)
+    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)) for s in raw):
+        raise TypeError(f"TensorMeta shape must be a sequence of ints, got {shape!r}")
+    checked = tuple(int(s) for s in raw)
+    if any(s < 0 for s in checked):
+        raise ShardingError(f"TensorMeta shape must be non-negative, got {checked}")
+    return checked
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,15 +76,7 @@ class TensorMeta:
     dtype: Any
 
     def __post_init__(self) -> None:
-        if isinstance(self.shape, (str, bytes)) or not hasattr(self.shape, "__iter__"):
-            raise TypeError(f"TensorMeta shape must be a sequence of ints, got {self.shape!r}")
-        raw = tuple(self.shape)
-        if not all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)) for s in raw):
-            raise TypeError(f"TensorMeta shape must be a sequence of ints, got {self.shape!r}")
-        shape = tuple(int(s) for s in raw)
-        if any(s < 0 for s in shape):
-            raise ShardingError(f"TensorMeta shape must be non-negative, got {shape}")
-        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "shape", array_shape(self.shape))
         dtype = np.dtype(self.dtype)
         if dtype.kind in "OUSVMm":  # refused where the array is made, on every rank: never at its first collective
             raise TypeError(f"dtensor_np distributes numeric and bool arrays: expected a numeric or bool dtype, got "

@@ -55,7 +55,7 @@ import dtensor_np as dt
 from dtensor_np.examples.tp_mlp import attention, gelu, linear
 from dtensor_np.runtime import backend_for
 
-__all__ = ["Config", "corpus", "batch", "init_params", "loss_fn", "plan", "train", "main"]
+__all__ = ["Config", "corpus", "batch", "init_params", "loss_fn", "plan", "train", "save_state", "load_state", "main"]
 
 Params = dict[str, np.ndarray]
 
@@ -188,15 +188,19 @@ class Run:
     buckets: int
     seconds: float
     parameters: int = 0
+    first_step: int = 0  # the step a resumed run started from (losses[i] is step first_step + i)
 
 
 def train(mesh: Optional[dt.DeviceMesh], cfg: Config, steps: int, batch_size: int, lr: float, seed: int = 0,
           bucket_mb: float = 0.25, every: int = 5, show: bool = False, text_chars: int = 20_000,
-          micro_batches: int = 1, reshard_after_forward: bool = False) -> Run:
+          micro_batches: int = 1, reshard_after_forward: bool = False, save: Optional[str] = None,
+          resume: Optional[str] = None) -> Run:
     """Train for ``steps`` steps on ``mesh`` with FSDP x TP (or on one device with ``mesh=None``).
 
     ``micro_batches``: each step's batch runs as that many micro-batches (gradients accumulated, one
-    reduce_scatter per bucket); ``reshard_after_forward``: see :func:`dtensor_np.fsdp`.
+    reduce_scatter per bucket); ``reshard_after_forward``: see :func:`dtensor_np.fsdp`.  ``resume`` continues from
+    the checkpoint in that directory (saved on any mesh, see :func:`save_state`); ``save`` writes the state after
+    the last step there.
     """
     text = corpus(text_chars, seed)
     vocab = sorted(set(text))
@@ -220,9 +224,12 @@ def train(mesh: Optional[dt.DeviceMesh], cfg: Config, steps: int, batch_size: in
             return step_fn.value_and_grad(flat, x, y, micro_batches=micro_batches)
 
     state = opt.init(state_params)
+    first = 0
+    if resume:
+        first, state_params, state = load_state(resume, mesh, params, None if mesh is None else step_fn)
     losses = []
     start = time.perf_counter()
-    with tqdm(range(steps), desc=f"train on {where}", disable=not show, leave=False) as bar:
+    with tqdm(range(first, first + steps), desc=f"train on {where}", disable=not show, leave=False) as bar:
         for it in bar:
             x, y = batch(text, vocab, cfg, batch_size, it, seed)
             loss, grads = value_and_grad(state_params, x, y)
@@ -230,8 +237,72 @@ def train(mesh: Optional[dt.DeviceMesh], cfg: Config, steps: int, batch_size: in
             losses.append(float(loss))
             if show and (it % every == 0 or it == steps - 1):
                 bar.write(f"step {it:4d}  loss {losses[-1]:.6f}")
-    return Run(tuple(losses), collectives_per_step, buckets, time.perf_counter() - start,
-               sum(int(v.size) for v in params.values()))
+    seconds = time.perf_counter() - start
+    if save:
+        save_state(save, first + steps, state_params, state, mesh, None if mesh is None else step_fn)
+    return Run(tuple(losses), collectives_per_step, buckets, seconds, sum(int(v.size) for v in params.values()), first)
+
+
+# -- checkpoints: the logical parameters and AdamW moments, independent of the mesh --------------------
+def save_state(path: str, step: int, flat: Any, state: Any, mesh: Optional[dt.DeviceMesh],
+               step_fn: Optional[dt.FSDPStep]) -> None:
+    """Save the training state after ``step`` steps with :func:`dt.checkpoint.save`, in a mesh-independent form.
+
+    The flat FSDP buckets depend on the mesh (dp ranks, tp placements, bucket
+    sizes), so the parameters and AdamW's two moments are saved as the model's
+    logical arrays (``step_fn.unshard``), each a DTensor sharded on its first
+    axis over every rank of ``mesh`` (one writer per chunk); the step and
+    AdamW's step count are saved with them.
+
+    Example:
+        >>> import os, tempfile
+        >>> cfg, path = Config(layers=1, d_model=8, heads=2, d_ff=16, seq=4), os.path.join(tempfile.mkdtemp(), "run")
+        >>> _ = train(dt.DeviceMesh((2, 2), ("dp", "tp")), cfg, 2, 4, 1e-3, save=path, text_chars=300)
+        >>> resumed = train(dt.DeviceMesh((4, 1), ("dp", "tp")), cfg, 1, 4, 1e-3, resume=path, text_chars=300)
+        >>> resumed.first_step, len(resumed.losses)
+        (2, 1)
+    """
+    if step_fn is None:  # one device: its arrays on a 1-rank mesh
+        mesh, full = dt.DeviceMesh((1,)), {"params": flat, "mu": state.mu, "nu": state.nu}
+    else:
+        full = {"params": step_fn.unshard(flat), "mu": step_fn.unshard(state.mu), "nu": step_fn.unshard(state.nu)}
+    everyone = mesh.flatten()
+
+    def placed(a: Any) -> dt.DTensor:
+        return dt.distribute_tensor(np.asarray(a), everyone, [dt.Shard(0) if np.ndim(a) else dt.Replicate()])
+
+    tree = {k: {name: placed(a) for name, a in v.items()} for k, v in full.items()}
+    dt.checkpoint.save(path, {"step": step, "adam_step": state.step, **tree})
+
+
+def load_state(path: str, mesh: Optional[dt.DeviceMesh], params: Params,
+               step_fn: Optional[dt.FSDPStep]) -> tuple[int, Any, Any]:
+    """``(step, parameters, AdamW state)`` from a checkpoint of :func:`save_state`, laid out for this run's mesh.
+
+    Each rank reads every logical array whole (FSDP's ``shard`` takes full
+    parameters) and keeps its flat shards.
+
+    Example:
+        >>> import os, tempfile
+        >>> cfg, path = Config(layers=1, d_model=8, heads=2, d_ff=16, seq=4), os.path.join(tempfile.mkdtemp(), "run")
+        >>> params = init_params(np.random.default_rng(0), cfg, 5)
+        >>> state = dt.optim.adamw(1e-3).init(params)
+        >>> save_state(path, 7, params, state, None, None)
+        >>> step, loaded, _ = load_state(path, None, params, None)
+        >>> step, all(np.array_equal(loaded[k], params[k]) for k in params)
+        (7, True)
+    """
+    everyone = (dt.DeviceMesh((1,)) if mesh is None else mesh).flatten()
+    like = {name: dt.checkpoint.Spec(a.shape, a.dtype, everyone, [dt.Replicate()]) for name, a in params.items()}
+    out = dt.checkpoint.load(path, {"step": 0, "adam_step": 0, "params": like, "mu": like, "nu": like})
+
+    def full(tree: dict[str, dt.DTensor]) -> Params:
+        return {name: np.asarray(x.full_tensor()) for name, x in tree.items()}
+
+    flat, mu, nu = full(out["params"]), full(out["mu"]), full(out["nu"])
+    if step_fn is not None:
+        flat, mu, nu = step_fn.shard(flat), step_fn.shard(mu), step_fn.shard(nu)
+    return out["step"], flat, dt.optim.AdamState(out["adam_step"], mu, nu)
 
 
 def plot(path: str, runs: dict[str, Run]) -> Optional[str]:
@@ -278,6 +349,8 @@ def _parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help="split each step's batch into K micro-batches (gradients accumulated)")
     parser.add_argument("--reshard-after-forward", action="store_true",
                         help="free gathered parameters after the forward, gather them again for the backward")
+    parser.add_argument("--save", default=None, metavar="DIR", help="save the training state after the last step")
+    parser.add_argument("--resume", default=None, metavar="DIR", help="continue from a saved state (any mesh)")
     return parser.parse_args(argv)
 
 
@@ -303,11 +376,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               file=sys.stderr)
         return 2
     run = train(mesh, cfg, args.steps, args.batch, args.lr, args.seed, args.bucket_mb, args.every, show=root,
-                micro_batches=args.micro_batches, reshard_after_forward=args.reshard_after_forward)
+                micro_batches=args.micro_batches, reshard_after_forward=args.reshard_after_forward,
+                save=args.save, resume=args.resume)
     runs = {f"FSDP x TP, {dp}x{tp} {mesh.backend}": run}
     diff = 0.0
     if not args.no_compare:
-        single = train(None, cfg, args.steps, args.batch, args.lr, args.seed)
+        single = train(None, cfg, run.first_step + args.steps, args.batch, args.lr, args.seed)
+        single = Run(single.losses[run.first_step:], {}, 0, single.seconds, single.parameters, run.first_step)
         runs["one device"] = single
         diff = max(abs(a - b) / max(abs(b), 1e-300) for a, b in zip(run.losses, single.losses))
     if not root:
@@ -315,7 +390,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"model: {cfg.layers} layers, d_model {cfg.d_model}, {cfg.heads} heads, {run.parameters:,} parameters")
     print(f"mesh: {dp} (dp) x {tp} (tp), {mesh.backend}; {run.buckets} flat buckets")
     print(f"collectives per step: {run.collectives}")
-    print(f"loss: step 0 {run.losses[0]:.6f} -> step {len(run.losses) - 1} {run.losses[-1]:.6f}; "
+    print(f"loss: step {run.first_step} {run.losses[0]:.6f} -> step {run.first_step + len(run.losses) - 1} "
+          f"{run.losses[-1]:.6f}; "
           f"{run.seconds / len(run.losses) * 1e3:.1f} ms per step")
     if not args.no_compare:
         verdict = "OK" if diff <= args.tol else f"FAILED (tolerance {args.tol:g})"

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..mesh import DeviceMesh
 from ..planner import explain, plan_redistribute
-from ..spec import DTensorSpec, TensorMeta
+from ..spec import DTensorSpec, TensorMeta, array_shape
 from .pytree import flatten, unflatten
 
 __all__ = [
@@ -69,9 +69,8 @@ class ShapeDtype:
     dtype: Any
 
     def __post_init__(self) -> None:
-        meta = TensorMeta(self.shape, self.dtype)  # validates and normalises both
-        object.__setattr__(self, "shape", meta.shape)
-        object.__setattr__(self, "dtype", meta.dtype)
+        object.__setattr__(self, "shape", array_shape(self.shape))  # any dtype: a host value (str(x.dtype)) too
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
 
     @classmethod
     def of(cls, x: Any) -> ShapeDtype:
