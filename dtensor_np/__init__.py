@@ -52,6 +52,7 @@ from . import array_api
 from .autodiff import grad, grad_graph, value_and_grad, vjp
 from . import optim
 from .fsdp import FSDPStep, fsdp
+from . import random
 
 __all__ = [
     "ShardingError",
@@ -103,6 +104,7 @@ __all__ = [
     "fsdp",
     "FSDPStep",
     "optim",
+    "random",
 ]
 
 __version__ = "0.1.0"
