@@ -79,8 +79,9 @@ def threefry2x32(k: Any, x0: Any, x1: Any) -> tuple[Any, Any]:
     k0, k1 = int(k[0]), int(k[1])
     ks = (k0, k1, k0 ^ k1 ^ _PARITY)
     u32 = np.uint32
-    x0 = x0 + u32(ks[0])
-    x1 = x1 + u32(ks[1])
+    shape = x0.shape  # flat while computing: 0-d arrays would turn into NumPy scalars that warn on overflow
+    x0 = x0.reshape(-1) + u32(ks[0])
+    x1 = x1.reshape(-1) + u32(ks[1])
     for block in range(5):
         for r in _ROTATIONS[block % 2]:
             x0 = x0 + x1
@@ -88,7 +89,7 @@ def threefry2x32(k: Any, x0: Any, x1: Any) -> tuple[Any, Any]:
             x1 = x1 ^ x0
         x0 = x0 + u32(ks[(block + 1) % 3])
         x1 = x1 + u32((ks[(block + 2) % 3] + block + 1) & _M32)
-    return x0, x1
+    return x0.reshape(shape), x1.reshape(shape)
 
 
 def _check_key(k: Any, name: str = "key") -> Any:
