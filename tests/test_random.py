@@ -295,3 +295,58 @@ def test_cupy_keys_draw_the_numpy_bits(cupy):
         np.testing.assert_array_equal(cupy.asnumpy(perm.full_tensor()), dt.random.permutation(KEY, 11))
     np.testing.assert_array_equal(cupy.asnumpy(dt.random.split(key, 3)), dt.random.split(KEY, 3))
     np.testing.assert_array_equal(cupy.asnumpy(dt.random.fold_in(key, 9)), dt.random.fold_in(KEY, 9))
+
+
+# -- dropout in the training example -------------------------------------------------------
+@pytest.mark.worlds(simulated=(4,), mpi=(4,))
+def test_training_with_dropout_matches_one_device(world):
+    """Dropout masks drawn on the mesh (each rank its block) train as the one-device masks do: 1e-9 over 8 steps."""
+    from dtensor_np.examples import train as example
+
+    cfg = example.Config(layers=2, d_model=16, heads=4, d_ff=32, seq=8)
+    mesh = dt.DeviceMesh((2, 2), ("dp", "tp"), backend=world.kind)
+    with dt.comm_counter() as counter:
+        run = example.train(mesh, cfg, steps=8, batch_size=6, lr=3e-3, bucket_mb=0.01, dropout=0.25)
+    single = example.train(None, cfg, steps=8, batch_size=6, lr=3e-3, dropout=0.25)
+    plain = example.train(None, cfg, steps=8, batch_size=6, lr=3e-3)
+    np.testing.assert_allclose(run.losses, single.losses, rtol=1e-9)
+    assert np.max(np.abs(np.subtract(single.losses, plain.losses))) > 1e-3  # the masks do change the run
+    per_step = sum(run.collectives.values())  # the masks add no collective: every one is the step's own
+    assert sum(counter.counts.values()) == 8 * per_step
+    # the masks are the batch's shards: drawn Shard(0) on dp, no rank holds the whole
+    key = dt.random.key(3)
+    masks = example.dropout_masks(key, 0.25, cfg, 6, mesh)
+    assert masks.placements == (Shard(0), R)
+    assert_blocks_equal(masks, example.dropout_masks(key, 0.25, cfg, 6), "dropout masks")
+    assert set(np.unique(masks.full_tensor()).tolist()) == {0.0, 1 / 0.75}
+
+
+def test_training_example_main_takes_dropout(capsys):
+    from dtensor_np.examples import train as example
+
+    tiny = ["--steps", "3", "--layers", "1", "--d-model", "8", "--heads", "2", "--d-ff", "16", "--seq", "4", "--plot", ""]
+    assert example.main(tiny + ["--dropout", "0.1"]) == 0
+    assert "OK" in capsys.readouterr().out
+    assert example.main(tiny + ["--dropout", "1.0"]) == 2
+    assert "expected --dropout with 0 <= P < 1, got 1.0" in capsys.readouterr().err
+
+
+def test_a_batch_dtensor_must_be_placed_as_the_graph_takes_it():
+    """fsdp's step takes a batch DTensor only with the batch's spec (Shard(0) on dp): a replicated one is refused."""
+    from dtensor_np.examples import train as example
+
+    cfg = example.Config(layers=1, d_model=8, heads=2, d_ff=16, seq=4)
+    mesh = dt.DeviceMesh((2, 2), ("dp", "tp"))
+    text = example.corpus(2000)
+    vocab = sorted(set(text))
+    params = example.init_params(np.random.default_rng(0), cfg, len(vocab))
+    x, y = example.batch(text, vocab, cfg, 4, 0)
+    mask = example.dropout_masks(KEY, 0.5, cfg, 4)
+    step = dt.fsdp(lambda p, x, y, d: example.loss_fn(p, x, y, cfg, d), params, x, y, mask, mesh=mesh)
+    flat = step.shard(params)
+    sharded = example.dropout_masks(KEY, 0.5, cfg, 4, mesh)
+    loss, _ = step.value_and_grad(flat, x, y, sharded)
+    assert np.isclose(float(loss), example.loss_fn(params, x, y, cfg, mask), rtol=1e-12)
+    replicated = dt.random.bernoulli(KEY, mask.shape, np.float64, mesh=mesh, placements=[R, R])
+    with pytest.raises(dt.ShardingError, match=r"expected an array or a DTensor placed as .*, got .*RR"):
+        step.value_and_grad(flat, x, y, replicated)

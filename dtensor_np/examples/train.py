@@ -55,7 +55,7 @@ import dtensor_np as dt
 from dtensor_np.examples.tp_mlp import attention, gelu, linear
 from dtensor_np.runtime import backend_for
 
-__all__ = ["Config", "corpus", "batch", "init_params", "loss_fn", "plan", "train", "main"]
+__all__ = ["Config", "corpus", "batch", "init_params", "loss_fn", "dropout_masks", "plan", "train", "main"]
 
 Params = dict[str, np.ndarray]
 
@@ -159,23 +159,42 @@ def layer_norm(params: Params, name: str, x: Any, eps: float = 1e-5) -> Any:
     return (x - mu) / np.sqrt(var + eps) * params[f"{name}.gain"] + params[f"{name}.bias"]
 
 
-def logits(params: Params, x: Any, cfg: Config) -> Any:
-    """``(batch, seq, vocab)`` next-character logits of one-hot inputs ``x``."""
+def logits(params: Params, x: Any, cfg: Config, drop: Any = None) -> Any:
+    """``(batch, seq, vocab)`` next-character logits of one-hot inputs ``x``.
+
+    ``drop`` (``(batch, 2 * layers, seq, d_model)``, from :func:`dropout_masks`)
+    multiplies the attention and MLP outputs of each block (dropout).
+    """
     h = x @ params["embed"] + params["pos"]
     for i in range(cfg.layers):
         p = f"blocks.{i}."
-        h = h + attention(_sub(params, p + "attn."), layer_norm(params, p + "ln1", h), heads=cfg.heads)
+        a = attention(_sub(params, p + "attn."), layer_norm(params, p + "ln1", h), heads=cfg.heads)
+        h = h + (a if drop is None else a * drop[:, 2 * i])
         inner = gelu(linear(params, p + "mlp.fc1", layer_norm(params, p + "ln2", h)))
-        h = h + linear(params, p + "mlp.fc2", inner)
+        m = linear(params, p + "mlp.fc2", inner)
+        h = h + (m if drop is None else m * drop[:, 2 * i + 1])
     return layer_norm(params, "ln_f", h) @ params["embed"].T
 
 
-def loss_fn(params: Params, x: Any, y: Any, cfg: Config) -> Any:
-    """Mean cross-entropy of the next character (``y`` one-hot)."""
-    z = logits(params, x, cfg)
+def loss_fn(params: Params, x: Any, y: Any, cfg: Config, drop: Any = None) -> Any:
+    """Mean cross-entropy of the next character (``y`` one-hot), with dropout masks ``drop`` when given."""
+    z = logits(params, x, cfg, drop)
     z = z - np.max(z, axis=-1, keepdims=True)
     log_probs = z - np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
     return -np.mean(np.sum(y * log_probs, axis=-1))
+
+
+def dropout_masks(key: Any, p: float, cfg: Config, batch_size: int, mesh: Optional[dt.DeviceMesh] = None) -> Any:
+    """Dropout masks ``(batch, 2 * layers, seq, d_model)``: 0, or ``1 / (1 - p)`` with probability ``1 - p``.
+
+    Drawn by :mod:`dtensor_np.random` (no communication) with the batch's
+    placements on ``mesh`` (``Shard(0)`` on ``dp``): each rank draws only its
+    block, and the whole equals the one-device draw (``mesh=None``).
+    """
+    shape = (batch_size, 2 * cfg.layers, cfg.seq, cfg.d_model)
+    placements = None if mesh is None else [dt.Shard(0) if n == "dp" else dt.Replicate() for n in mesh.dim_names]
+    keep = dt.random.bernoulli(key, shape, np.float64, p=1.0 - p, mesh=mesh, placements=placements)
+    return keep * (1.0 / (1.0 - p))
 
 
 # -- training ---------------------------------------------------------------------------
@@ -191,25 +210,35 @@ class Run:
 
 
 def train(mesh: Optional[dt.DeviceMesh], cfg: Config, steps: int, batch_size: int, lr: float, seed: int = 0,
-          bucket_mb: float = 0.25, every: int = 5, show: bool = False, text_chars: int = 20_000) -> Run:
-    """Train for ``steps`` steps on ``mesh`` with FSDP x TP (or on one device with ``mesh=None``)."""
+          bucket_mb: float = 0.25, every: int = 5, show: bool = False, text_chars: int = 20_000,
+          dropout: float = 0.0) -> Run:
+    """Train for ``steps`` steps on ``mesh`` with FSDP x TP (or on one device with ``mesh=None``).
+
+    With ``dropout`` > 0, step ``i``'s masks are :func:`dropout_masks` of
+    ``dt.random.fold_in(dt.random.key(seed), i)``, an extra batch input.
+    """
     text = corpus(text_chars, seed)
     vocab = sorted(set(text))
     params = init_params(np.random.default_rng(seed), cfg, len(vocab))
-    fn = functools.partial(loss_fn, cfg=cfg)
+    fn: Any = functools.partial(loss_fn, cfg=cfg)
     opt = dt.optim.adamw(lr, weight_decay=0.01)
     x, y = batch(text, vocab, cfg, batch_size, 0, seed)
+    drop: tuple[Any, ...] = ()
+    if dropout:
+        fn = lambda params, x, y, drop: loss_fn(params, x, y, cfg, drop)  # noqa: E731
+        drop = (dropout_masks(dt.random.key(seed), dropout, cfg, batch_size),)  # an example to trace
     where = "one device" if mesh is None else f"{mesh.size()} {mesh.backend} ranks"
     if mesh is None:
         value_and_grad = dt.value_and_grad(fn)
         state_params, collectives_per_step, buckets = params, {}, 0
     else:
         tp = mesh.shape[mesh.dim_index("tp")] if "tp" in (mesh.dim_names or ()) else 1
-        step_fn = dt.fsdp(fn, params, x, y, mesh=mesh, tp_plan=plan(cfg) if tp > 1 else None, bucket_mb=bucket_mb)
+        step_fn = dt.fsdp(fn, params, x, y, *drop, mesh=mesh, tp_plan=plan(cfg) if tp > 1 else None,
+                          bucket_mb=bucket_mb)
         state_params, collectives_per_step, buckets = step_fn.shard(params), step_fn.collectives(), step_fn.buckets
 
-        def value_and_grad(flat: Any, x: Any, y: Any) -> Any:
-            return step_fn.value_and_grad(flat, x, y)
+        def value_and_grad(flat: Any, *batch: Any) -> Any:
+            return step_fn.value_and_grad(flat, *batch)
 
     state = opt.init(state_params)
     losses = []
@@ -217,7 +246,9 @@ def train(mesh: Optional[dt.DeviceMesh], cfg: Config, steps: int, batch_size: in
     with tqdm(range(steps), desc=f"train on {where}", disable=not show, leave=False) as bar:
         for it in bar:
             x, y = batch(text, vocab, cfg, batch_size, it, seed)
-            loss, grads = value_and_grad(state_params, x, y)
+            if dropout:
+                drop = (dropout_masks(dt.random.fold_in(dt.random.key(seed), it), dropout, cfg, batch_size, mesh),)
+            loss, grads = value_and_grad(state_params, x, y, *drop)
             state_params, state = opt.update(grads, state, state_params)
             losses.append(float(loss))
             if show and (it % every == 0 or it == steps - 1):
@@ -266,6 +297,8 @@ def _parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--no-compare", action="store_true", help="skip the single-device run")
     parser.add_argument("--tol", type=float, default=1e-9, help="largest relative loss difference from one device")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dropout", type=float, default=0.0,
+                        help="dropout probability P (0 <= P < 1) of the attention and MLP outputs; masks by dt.random")
     return parser.parse_args(argv)
 
 
@@ -274,6 +307,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parse(argv)
     if args.steps < 1:
         print(f"error: expected --steps of at least 1, got {args.steps}", file=sys.stderr)
+        return 2
+    if not 0 <= args.dropout < 1:
+        print(f"error: expected --dropout with 0 <= P < 1, got {args.dropout}", file=sys.stderr)
         return 2
     under_mpi = collectives.launched_by_mpiexec() and (collectives.mpi_world_size() or 1) > 1
     world = collectives.mpi_world_size() if under_mpi else None
@@ -286,11 +322,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     root = 0 in backend_for(mesh).ranks
-    run = train(mesh, cfg, args.steps, args.batch, args.lr, args.seed, args.bucket_mb, args.every, show=root)
+    run = train(mesh, cfg, args.steps, args.batch, args.lr, args.seed, args.bucket_mb, args.every, show=root,
+                dropout=args.dropout)
     runs = {f"FSDP x TP, {dp}x{tp} {mesh.backend}": run}
     diff = 0.0
     if not args.no_compare:
-        single = train(None, cfg, args.steps, args.batch, args.lr, args.seed)
+        single = train(None, cfg, args.steps, args.batch, args.lr, args.seed, dropout=args.dropout)
         runs["one device"] = single
         diff = max(abs(a - b) / max(abs(b), 1e-300) for a, b in zip(run.losses, single.losses))
     if not root:
