@@ -115,7 +115,8 @@ def test_draws_are_pure_functions_of_key_and_position():
     np.testing.assert_array_equal(a.ravel(), dt.random.uniform(KEY, (24,)))
     np.testing.assert_array_equal(a.ravel(), dt.random.uniform(KEY, (30,))[:24])
     assert not np.isin(a, dt.random.uniform(dt.random.key(1), (4, 6))).any()
-    assert dt.random.normal(KEY).shape == () and dt.random.normal(KEY, 3).shape == (3,)
+    assert type(dt.random.normal(KEY)) is np.ndarray and dt.random.normal(KEY).shape == ()  # 0-d: an array
+    assert dt.random.normal(KEY, 3).shape == (3,)
 
 
 def test_threefry_known_answers():
