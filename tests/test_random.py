@@ -89,6 +89,25 @@ def test_every_mesh_and_placement_equals_the_one_device_draw(world):
     # no mesh dims given: replicated on every rank
     mesh = dt.DeviceMesh((world.size,), backend=world.kind)
     assert_blocks_equal(dt.random.normal(KEY, (3, 2), mesh=mesh), dt.random.normal(KEY, (3, 2)), "default placements")
+    # random shapes, meshes, placements and keys (under MPI every rank draws the same examples: derandomized)
+    all_meshes = meshes(world.size, world.kind)
+
+    @settings(max_examples=12)
+    @given(shape=st.lists(st.integers(0, 11), max_size=3).map(tuple), data=st.data(),
+           name=st.sampled_from(sorted(DRAWS) + ["permutation"]), seed=st.integers(0, 2**64 - 1))
+    def check(shape: tuple[int, ...], data: Any, name: str, seed: int) -> None:
+        mesh = data.draw(st.sampled_from(all_meshes), label="mesh")
+        k = dt.random.key(seed)
+        if name == "permutation":
+            shape = shape[:1] or (0,)
+            placements = data.draw(st.sampled_from(placements_of(mesh, 1)), label="placements")
+            x, whole = dt.random.permutation(k, shape[0], mesh=mesh, placements=placements), dt.random.permutation(k, shape[0])
+        else:
+            placements = data.draw(st.sampled_from(placements_of(mesh, len(shape))), label="placements")
+            x, whole = DRAWS[name](k, shape, mesh=mesh, placements=placements), DRAWS[name](k, shape)
+        assert_blocks_equal(x, whole, f"{name} {shape} on {mesh.shape} {placements}")
+
+    check()
 
 
 @settings(max_examples=40)
@@ -206,10 +225,10 @@ def test_randint_is_uniform_and_free_of_modulo_bias():
 
 
 def test_permutations_are_uniform():
-    n, trials = 5, 20_000
+    n, trials = 4, 5_000
     firsts = np.array([dt.random.permutation(dt.random.fold_in(KEY, t), n)[0] for t in range(trials)])
     counts = np.bincount(firsts, minlength=n)
-    assert float(np.sum((counts - trials / n) ** 2 / (trials / n))) < 25  # 4 degrees of freedom
+    assert float(np.sum((counts - trials / n) ** 2 / (trials / n))) < 25  # 3 degrees of freedom: 0.01% at 21.1
     p = dt.random.permutation(KEY, 1000, np.int32)
     assert p.dtype == np.int32 and sorted(p.tolist()) == list(range(1000))
     assert abs(np.corrcoef(p, np.arange(1000))[0, 1]) < 5 / math.sqrt(1000)
