@@ -20,7 +20,10 @@ The arithmetic runs in the array module of the key: a CuPy key
 (equal bit for bit between NumPy and CuPy); ``normal`` takes ``log``,
 ``sqrt`` and ``cos`` of the library, which may differ between NumPy and
 CuPy in the last ulp.  ``Partial`` placements are refused: a draw is whole
-values, place it on ``Replicate`` or ``Shard``.
+values, place it on ``Replicate`` or ``Shard``.  ``device=`` takes a
+:class:`~dtensor_np.Sharding` (``x.sharding``-style mesh and placements) or a
+mesh (replicated) instead of ``mesh=``/``placements=``, as the Array API
+namespace's creation functions do.
 
 Example:
     >>> import numpy as np
@@ -30,6 +33,9 @@ Example:
     >>> mesh = dt.DeviceMesh((2, 2))
     >>> x = dt.random.normal(k1, (5, 3), mesh=mesh, placements=[dt.Shard(0), dt.Shard(1)])
     >>> bool(np.array_equal(x.full_tensor(), dt.random.normal(k1, (5, 3))))
+    True
+    >>> y = dt.random.normal(k1, (5, 3), device=dt.Sharding(mesh, [dt.Replicate(), dt.Shard(0)]))
+    >>> bool(np.array_equal(y.full_tensor(), x.full_tensor()))
     True
 """
 
@@ -44,6 +50,7 @@ import numpy as np
 
 from collectives import array_module
 
+from .devices import Sharding
 from .dtensor import DTensor
 from .errors import ShardingError
 from .int_tuple import as_ints, is_integer
@@ -253,15 +260,25 @@ def _draw(key: Any, shape: tuple[int, ...], dtype: np.dtype, mesh: Optional[Devi
     return DTensor(shards, spec)
 
 
-def _checked(key: Any, shape: Any, mesh: Any, placements: Any) -> tuple[tuple[int, ...], tuple]:
+def _checked(key: Any, shape: Any, mesh: Any, placements: Any, device: Any) -> tuple[tuple[int, ...], Any, tuple]:
+    """The shape, mesh and placements of a draw, checked (``device``: a Sharding or a mesh, instead of both)."""
     _check_key(key)
     dims = _shape(shape)
-    return dims, _placements(mesh, placements, len(dims))
+    if device is not None:
+        if mesh is not None or placements is not None:
+            raise TypeError("expected device= or mesh=/placements=, got both")
+        if isinstance(device, Sharding):
+            mesh, placements = device.mesh, device.placements
+        elif isinstance(device, DeviceMesh):
+            mesh = device
+        else:
+            raise TypeError(f"expected a Sharding or a DeviceMesh for device, got {type(device).__name__}")
+    return dims, mesh, _placements(mesh, placements, len(dims))
 
 
 # -- the distributions --------------------------------------------------------------------
 def uniform(key: Any, shape: Any = (), dtype: Any = np.float64, minval: float = 0.0, maxval: float = 1.0, *,
-            mesh: Optional[DeviceMesh] = None, placements: Optional[Sequence[Any]] = None) -> Any:
+            mesh: Optional[DeviceMesh] = None, placements: Optional[Sequence[Any]] = None, device: Any = None) -> Any:
     """Uniform floats in ``[minval, maxval)``: exact ``[0, 1)`` floats (the top mantissa bits scaled), then
     ``minval + (maxval - minval) * u``, kept below ``maxval``.
 
@@ -271,7 +288,7 @@ def uniform(key: Any, shape: Any = (), dtype: Any = np.float64, minval: float = 
         >>> u.dtype, bool((u >= -1).all() and (u < 1).all())
         (dtype('float32'), True)
     """
-    dims, where = _checked(key, shape, mesh, placements)
+    dims, mesh, where = _checked(key, shape, mesh, placements, device)
     d = _dtype(dtype, _FLOATS, "a real floating")
     lo, hi = d.type(minval), d.type(maxval)
     if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
@@ -286,7 +303,7 @@ def uniform(key: Any, shape: Any = (), dtype: Any = np.float64, minval: float = 
 
 
 def normal(key: Any, shape: Any = (), dtype: Any = np.float64, *, mesh: Optional[DeviceMesh] = None,
-           placements: Optional[Sequence[Any]] = None) -> Any:
+           placements: Optional[Sequence[Any]] = None, device: Any = None) -> Any:
     """Standard normal floats by Box-Muller from the element's own counter (``sqrt(-2 log u1) cos(2 pi u2)``).
 
     float64 takes two 53-bit uniforms per element (two Threefry blocks),
@@ -299,7 +316,7 @@ def normal(key: Any, shape: Any = (), dtype: Any = np.float64, *, mesh: Optional
         >>> abs(float(x.mean())) < 0.05, abs(float(x.std()) - 1) < 0.05
         (True, True)
     """
-    dims, where = _checked(key, shape, mesh, placements)
+    dims, mesh, where = _checked(key, shape, mesh, placements, device)
     d = _dtype(dtype, _FLOATS, "a real floating")
     f64 = np.dtype(np.float64)
 
@@ -317,7 +334,8 @@ def normal(key: Any, shape: Any = (), dtype: Any = np.float64, *, mesh: Optional
 
 
 def bernoulli(key: Any, shape: Any = (), dtype: Any = np.bool_, p: float = 0.5, *,
-              mesh: Optional[DeviceMesh] = None, placements: Optional[Sequence[Any]] = None) -> Any:
+              mesh: Optional[DeviceMesh] = None, placements: Optional[Sequence[Any]] = None,
+              device: Any = None) -> Any:
     """True (1) with probability ``p``, exactly: the element's 64 bits below ``floor(p * 2**64)``.
 
     ``dtype`` is ``bool`` or a float or int dtype (a 0/1 mask to multiply by).
@@ -327,7 +345,7 @@ def bernoulli(key: Any, shape: Any = (), dtype: Any = np.bool_, p: float = 0.5, 
         >>> m.dtype, abs(float(m.mean()) - 0.25) < 0.02
         (dtype('bool'), True)
     """
-    dims, where = _checked(key, shape, mesh, placements)
+    dims, mesh, where = _checked(key, shape, mesh, placements, device)
     d = _dtype(dtype, ("bool",) + _FLOATS + _INTS, "a bool, real floating or integer")
     if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) or not 0 <= p <= 1:
         raise ValueError(f"expected a probability 0 <= p <= 1, got p={p!r}")
@@ -343,7 +361,8 @@ def bernoulli(key: Any, shape: Any = (), dtype: Any = np.bool_, p: float = 0.5, 
 
 
 def randint(key: Any, shape: Any, low: int, high: int, dtype: Any = np.int64, *,
-            mesh: Optional[DeviceMesh] = None, placements: Optional[Sequence[Any]] = None) -> Any:
+            mesh: Optional[DeviceMesh] = None, placements: Optional[Sequence[Any]] = None,
+            device: Any = None) -> Any:
     """Integers in ``[low, high)`` by a 64-bit multiply-shift: ``low + (bits * (high - low)) >> 64``.
 
     The bias is below ``(high - low) / 2**64`` per value (no modulo bias):
@@ -356,7 +375,7 @@ def randint(key: Any, shape: Any, low: int, high: int, dtype: Any = np.int64, *,
         >>> r.dtype, int(r.min()), int(r.max()), bool(np.bincount(r + 3).min() > 1500)
         (dtype('int64'), -3, 2, True)
     """
-    dims, where = _checked(key, shape, mesh, placements)
+    dims, mesh, where = _checked(key, shape, mesh, placements, device)
     d = _dtype(dtype, _INTS, "an integer")
     if not (is_integer(low) and is_integer(high)):
         raise TypeError(f"expected int bounds low and high, got low={low!r}, high={high!r}")
@@ -381,7 +400,7 @@ def randint(key: Any, shape: Any, low: int, high: int, dtype: Any = np.int64, *,
 
 
 def permutation(key: Any, n: int, dtype: Any = np.int64, *, mesh: Optional[DeviceMesh] = None,
-                placements: Optional[Sequence[Any]] = None) -> Any:
+                placements: Optional[Sequence[Any]] = None, device: Any = None) -> Any:
     """A random permutation of ``range(n)``: random sort keys, sorted.
 
     Element ``i``'s sort key holds its random bits above ``i`` (in the low
@@ -398,7 +417,7 @@ def permutation(key: Any, n: int, dtype: Any = np.int64, *, mesh: Optional[Devic
     """
     if not is_integer(n):
         raise TypeError(f"expected an int n, got {type(n).__name__}")
-    dims, where = _checked(key, (operator.index(n),), mesh, placements)
+    dims, mesh, where = _checked(key, (operator.index(n),), mesh, placements, device)
     d = _dtype(dtype, _INTS, "an integer")
     if dims[0] > int(np.iinfo(d).max) + 1:
         raise ValueError(f"expected n <= {int(np.iinfo(d).max) + 1} for {d.name}, got {dims[0]}")

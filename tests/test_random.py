@@ -86,9 +86,13 @@ def test_every_mesh_and_placement_equals_the_one_device_draw(world):
             for placements in placements_of(mesh, 1):
                 x = dt.random.permutation(KEY, n, mesh=mesh, placements=placements)
                 assert_blocks_equal(x, whole, f"permutation({n}) on {mesh.shape} {placements}")
-    # no mesh dims given: replicated on every rank
+    # no mesh dims given: replicated on every rank; device= a Sharding or a mesh, as the Array API namespace takes it
     mesh = dt.DeviceMesh((world.size,), backend=world.kind)
-    assert_blocks_equal(dt.random.normal(KEY, (3, 2), mesh=mesh), dt.random.normal(KEY, (3, 2)), "default placements")
+    whole = dt.random.normal(KEY, (3, 2))
+    assert_blocks_equal(dt.random.normal(KEY, (3, 2), mesh=mesh), whole, "default placements")
+    x = dt.random.normal(KEY, (3, 2), device=dt.Sharding(mesh, [Shard(1)]))
+    assert x.placements == (Shard(1),) and dt.random.normal(KEY, (3, 2), device=mesh).placements == (R,)
+    assert_blocks_equal(x, whole, "device=Sharding")
     # random shapes, meshes, placements and keys (under MPI every rank draws the same examples: derandomized)
     all_meshes = meshes(world.size, world.kind)
 
@@ -281,6 +285,8 @@ BAD: list[tuple[Callable[[dt.DeviceMesh], Any], type, str]] = [
     (lambda m: dt.random.normal(KEY, (4,), mesh=m, placements=[R, R]), dt.ShardingError, "expected 1 placements"),
     (lambda m: dt.random.normal(KEY, (4,), placements=[R]), TypeError, "placements need a mesh"),
     (lambda m: dt.random.normal(KEY, (4,), mesh=(2,)), TypeError, "expected a DeviceMesh or None for mesh, got tuple"),
+    (lambda m: dt.random.normal(KEY, (4,), mesh=m, device=m), TypeError, "expected device= or mesh=/placements=, got both"),
+    (lambda m: dt.random.normal(KEY, (4,), device="cpu"), TypeError, "expected a Sharding or a DeviceMesh for device, got str"),
 ]
 
 
