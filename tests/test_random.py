@@ -347,6 +347,16 @@ def test_training_with_dropout_matches_one_device(world):
     assert set(np.unique(masks.full_tensor()).tolist()) == {0.0, 1 / 0.75}
 
 
+def test_training_with_dropout_on_uneven_batch_shards_matches_one_device():
+    """A batch of 5 over 3 dp ranks (2, 2, 1 rows; a 1-D mesh without dim names): the masks split as the batch."""
+    from dtensor_np.examples import train as example
+
+    cfg = example.Config(layers=1, d_model=8, heads=2, d_ff=16, seq=4)
+    run = example.train(dt.DeviceMesh((3,)), cfg, steps=3, batch_size=5, lr=1e-3, dropout=0.3)
+    single = example.train(None, cfg, steps=3, batch_size=5, lr=1e-3, dropout=0.3)
+    np.testing.assert_allclose(run.losses, single.losses, rtol=1e-9)
+
+
 def test_training_example_main_takes_dropout(capsys):
     from dtensor_np.examples import train as example
 

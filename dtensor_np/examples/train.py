@@ -192,7 +192,10 @@ def dropout_masks(key: Any, p: float, cfg: Config, batch_size: int, mesh: Option
     block, and the whole equals the one-device draw (``mesh=None``).
     """
     shape = (batch_size, 2 * cfg.layers, cfg.seq, cfg.d_model)
-    placements = None if mesh is None else [dt.Shard(0) if n == "dp" else dt.Replicate() for n in mesh.dim_names]
+    placements = None
+    if mesh is not None:
+        dp = 0 if mesh.dim_names is None else mesh.dim_index("dp")  # as dt.fsdp splits the batch
+        placements = [dt.Shard(0) if i == dp else dt.Replicate() for i in range(mesh.ndim)]
     keep = dt.random.bernoulli(key, shape, np.float64, p=1.0 - p, mesh=mesh, placements=placements)
     return keep * (1.0 / (1.0 - p))
 
