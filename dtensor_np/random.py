@@ -10,9 +10,8 @@ Threefry-2x32 (20 rounds, Salmon et al. 2011, as JAX) of the key and the
 counter ``i``.  So each rank computes only its own block, with no
 communication, and the full array equals the one-device draw
 (``mesh=None``: a plain array) for the same key on any mesh, any
-placements, uneven and empty shards included.  ``permutation`` alone
-communicates when its result is sharded: it sorts its random sort keys
-with ``numpy.sort`` on the DTensor (the sort rule's collectives).
+placements, uneven and empty shards included.  ``permutation`` too, but
+each rank draws and sorts all ``n`` sort keys and keeps its block.
 
 The arithmetic runs in the array module of the key: a CuPy key
 (``cupy.asarray(key)``) draws CuPy shards with the same bits.  ``uniform``,
@@ -406,10 +405,11 @@ def permutation(key: Any, n: int, dtype: Any = np.int64, *, mesh: Optional[Devic
     Element ``i``'s sort key holds its random bits above ``i`` (in the low
     ``b = bit_length(n - 1)`` bits), so keys are distinct and the sorted
     keys' low bits are the permutation; ties of the ``64 - b`` random bits
-    (probability below ``n**2 / 2**(65 - b)``) keep index order.  Sharded
-    (``Shard(0)``) the keys are sorted with ``numpy.sort`` on the DTensor,
-    which communicates (the sort rule); replicated, every rank sorts its
-    own copy (no communication).
+    (probability below ``n**2 / 2**(65 - b)``) keep index order.  Every rank
+    draws and sorts all ``n`` keys and keeps its own block: no communication
+    (``numpy.sort`` of a ``Shard(0)`` DTensor would all_gather the keys
+    first, the same memory and work per rank plus a collective), ``n``
+    keys of memory and ``n log n`` time per rank.
 
     Example:
         >>> sorted(permutation(key(0), 6).tolist())
@@ -423,10 +423,11 @@ def permutation(key: Any, n: int, dtype: Any = np.int64, *, mesh: Optional[Devic
         raise ValueError(f"expected n <= {int(np.iinfo(d).max) + 1} for {d.name}, got {dims[0]}")
     b = max(dims[0] - 1, 0).bit_length()
     low_mask = np.uint64((1 << b) - 1)
-
-    def block(xp: Any, pos: Any) -> Any:
-        w = _bits(key, pos, 1)
-        return (_bits64(w[0], w[1]) & ~low_mask) | pos
-
-    keys = _draw(key, dims, np.dtype(np.uint64), mesh, where, block)
-    return (np.sort(keys) & low_mask).astype(d)
+    xp = array_module(key)
+    pos = _positions(xp, dims, dims, (0,))
+    w = _bits(key, pos, 1)
+    whole = (xp.sort((_bits64(w[0], w[1]) & ~low_mask) | pos) & low_mask).astype(d)
+    if mesh is None:
+        return whole
+    spec = DTensorSpec(mesh, where, TensorMeta(dims, d))
+    return DTensor({r: whole[spec.local_index(r)].copy() for r in backend_for(mesh).ranks}, spec)

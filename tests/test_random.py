@@ -60,9 +60,11 @@ def placements_of(mesh: dt.DeviceMesh, ndim: int) -> list[tuple]:
     return list(itertools.product(choices, repeat=mesh.ndim))
 
 
-def assert_blocks_equal(x: dt.DTensor, whole: np.ndarray, what: str) -> None:
-    """Every shard this process holds equals its block of ``whole``, bit for bit (dtype included)."""
+def assert_blocks_equal(x: dt.DTensor, whole: np.ndarray, what: str, placements: Any = None) -> None:
+    """``x`` has ``placements`` (when given) and every shard this process holds equals its block of ``whole``,
+    bit for bit (dtype included)."""
     assert isinstance(x, dt.DTensor) and x.shape == whole.shape and x.dtype == whole.dtype, what
+    assert placements is None or x.placements == tuple(placements), (what, x.placements)
     held = x.local_shards()
     assert sorted(held) == sorted(backend_for(x.mesh).ranks), what
     for rank, shard in held.items():
@@ -73,28 +75,41 @@ def assert_blocks_equal(x: dt.DTensor, whole: np.ndarray, what: str) -> None:
 
 @pytest.mark.worlds(simulated=(1, 2, 3, 4, 5, 6, 7, 8), mpi=(2, 4))
 def test_every_mesh_and_placement_equals_the_one_device_draw(world):
-    for mesh in meshes(world.size, world.kind):
+    with dt.comm_counter() as counter:
+        check_every_mesh_and_placement(world.size, world.kind)
+    assert sum(counter.counts.values()) == 0, counter.counts  # no draw communicates, permutation included
+    check_device_and_random_examples(world.size, world.kind)
+
+
+def check_every_mesh_and_placement(size: int, kind: str) -> None:
+    """Each distribution and permutation on every mesh of ``size`` ranks and every placement, fixed shapes."""
+    for mesh in meshes(size, kind):
         for shape in SHAPES:
             wholes = {name: draw(KEY, shape) for name, draw in DRAWS.items()}
             for placements in placements_of(mesh, len(shape)):
                 for name, draw in DRAWS.items():
                     what = f"{name} {shape} on {mesh.shape} {placements}"
-                    assert_blocks_equal(draw(KEY, shape, mesh=mesh, placements=placements), wholes[name], what)
+                    x = draw(KEY, shape, mesh=mesh, placements=placements)
+                    assert_blocks_equal(x, wholes[name], what, placements)
         for n in (0, 1, 5, 13):
             whole = dt.random.permutation(KEY, n)
             assert sorted(whole.tolist()) == list(range(n))
             for placements in placements_of(mesh, 1):
                 x = dt.random.permutation(KEY, n, mesh=mesh, placements=placements)
-                assert_blocks_equal(x, whole, f"permutation({n}) on {mesh.shape} {placements}")
+                assert_blocks_equal(x, whole, f"permutation({n}) on {mesh.shape} {placements}", placements)
+
+
+def check_device_and_random_examples(size: int, kind: str) -> None:
+    """Default placements, ``device=``, and hypothesis's shapes, meshes, placements and keys."""
     # no mesh dims given: replicated on every rank; device= a Sharding or a mesh, as the Array API namespace takes it
-    mesh = dt.DeviceMesh((world.size,), backend=world.kind)
+    mesh = dt.DeviceMesh((size,), backend=kind)
     whole = dt.random.normal(KEY, (3, 2))
     assert_blocks_equal(dt.random.normal(KEY, (3, 2), mesh=mesh), whole, "default placements")
     x = dt.random.normal(KEY, (3, 2), device=dt.Sharding(mesh, [Shard(1)]))
     assert x.placements == (Shard(1),) and dt.random.normal(KEY, (3, 2), device=mesh).placements == (R,)
     assert_blocks_equal(x, whole, "device=Sharding")
     # random shapes, meshes, placements and keys (under MPI every rank draws the same examples: derandomized)
-    all_meshes = meshes(world.size, world.kind)
+    all_meshes = meshes(size, kind)
 
     @settings(max_examples=12)
     @given(shape=st.lists(st.integers(0, 11), max_size=3).map(tuple), data=st.data(),
@@ -109,7 +124,7 @@ def test_every_mesh_and_placement_equals_the_one_device_draw(world):
         else:
             placements = data.draw(st.sampled_from(placements_of(mesh, len(shape))), label="placements")
             x, whole = DRAWS[name](k, shape, mesh=mesh, placements=placements), DRAWS[name](k, shape)
-        assert_blocks_equal(x, whole, f"{name} {shape} on {mesh.shape} {placements}")
+        assert_blocks_equal(x, whole, f"{name} {shape} on {mesh.shape} {placements}", placements)
 
     check()
 
@@ -127,7 +142,7 @@ def test_random_shapes_meshes_and_placements_equal_the_one_device_draw(shape, si
     placements = data.draw(st.sampled_from(placements_of(mesh, len(shape))), label="placements")
     k = dt.random.key(seed)
     x = DRAWS[name](k, shape, mesh=mesh, placements=list(placements))
-    assert_blocks_equal(x, DRAWS[name](k, shape), f"{name} {shape} on {mesh.shape} {placements}")
+    assert_blocks_equal(x, DRAWS[name](k, shape), f"{name} {shape} on {mesh.shape} {placements}", placements)
     np.testing.assert_array_equal(x.full_tensor(), DRAWS[name](k, shape))
 
 
