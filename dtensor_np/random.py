@@ -63,8 +63,8 @@ __all__ = ["key", "split", "fold_in", "normal", "uniform", "bernoulli", "randint
 _M32 = 0xFFFFFFFF
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = 0x1BD11BDA
-# Counters of draws are element positions below 2**63; keys derived by split and fold_in use
-# counters whose high word has its top bit set, so no derived key is ever a draw's bits.
+# Counters of draws are below 2**63 (fewer than 2**62 elements, at most 2 counters each); keys derived
+# by split and fold_in use counters whose high word has its top bit set: no derived key is a draw's bits.
 _SPLIT_TAG, _FOLD_TAG = 0x80000000, 0xC0000000
 _FLOATS = ("float16", "float32", "float64")
 _INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -220,8 +220,8 @@ def _shape(shape: Any) -> tuple[int, ...]:
     dims = as_ints((shape,) if is_integer(shape) else shape, "shape", "an int or a sequence of ints")
     if any(d < 0 for d in dims):
         raise ValueError(f"expected a shape of non-negative sizes, got {dims}")
-    if math.prod(dims) >= 2**63:
-        raise ValueError(f"expected a shape of fewer than 2**63 elements, got {dims}")
+    if math.prod(dims) >= 2**62:
+        raise ValueError(f"expected a shape of fewer than 2**62 elements, got {dims}")
     return dims
 
 

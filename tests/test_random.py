@@ -278,6 +278,7 @@ BAD: list[tuple[Callable[[dt.DeviceMesh], Any], type, str]] = [
     (lambda m: dt.random.split(np.zeros(3, np.uint32)), TypeError, "expected a key"),
     (lambda m: dt.random.normal(KEY, (2, -1)), ValueError, r"expected a shape of non-negative sizes, got \(2, -1\)"),
     (lambda m: dt.random.normal(KEY, (2.5,)), TypeError, "shape"),
+    (lambda m: dt.random.normal(KEY, (2**31, 2**31)), ValueError, r"expected a shape of fewer than 2\*\*62 elements"),
     (lambda m: dt.random.normal(KEY, (2,), np.int32), TypeError, r"expected a real floating dtype \(float16, float32, float64\), got"),
     (lambda m: dt.random.uniform(KEY, (2,), "complex128"), TypeError, "expected a real floating dtype"),
     (lambda m: dt.random.randint(KEY, (2,), 0, 5, np.float64), TypeError, "expected an integer dtype"),
