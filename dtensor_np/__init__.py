@@ -53,6 +53,7 @@ from .autodiff import grad, grad_graph, value_and_grad, vjp
 from . import optim
 from .fsdp import FSDPStep, fsdp
 from . import checkpoint
+from . import random
 
 __all__ = [
     "ShardingError",
@@ -105,6 +106,7 @@ __all__ = [
     "FSDPStep",
     "optim",
     "checkpoint",
+    "random",
 ]
 
 __version__ = "0.1.0"

@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the array a user holds
     ("indexing", "dtensor", "views", "visualize"),
     # programs over arrays: graphs, passes, transformations, the Array API namespace
-    ("graph", "passes", "optim", "tensor_parallel", "autodiff", "array_api", "fsdp", "numpy_catalogue",
+    ("graph", "passes", "optim", "tensor_parallel", "autodiff", "array_api", "fsdp", "numpy_catalogue", "random",
      "functions", "checkpoint"),
     # the package's face and its example programs
     ("dtensor_np", "examples"),

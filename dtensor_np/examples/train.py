@@ -55,7 +55,8 @@ import dtensor_np as dt
 from dtensor_np.examples.tp_mlp import attention, gelu, linear
 from dtensor_np.runtime import backend_for
 
-__all__ = ["Config", "corpus", "batch", "init_params", "loss_fn", "plan", "train", "save_state", "load_state", "main"]
+__all__ = ["Config", "corpus", "batch", "init_params", "loss_fn", "dropout_masks", "plan", "train", "save_state",
+           "load_state", "main"]
 
 Params = dict[str, np.ndarray]
 
@@ -159,23 +160,45 @@ def layer_norm(params: Params, name: str, x: Any, eps: float = 1e-5) -> Any:
     return (x - mu) / np.sqrt(var + eps) * params[f"{name}.gain"] + params[f"{name}.bias"]
 
 
-def logits(params: Params, x: Any, cfg: Config) -> Any:
-    """``(batch, seq, vocab)`` next-character logits of one-hot inputs ``x``."""
+def logits(params: Params, x: Any, cfg: Config, drop: Any = None) -> Any:
+    """``(batch, seq, vocab)`` next-character logits of one-hot inputs ``x``.
+
+    ``drop`` (``(batch, 2 * layers, seq, d_model)``, from :func:`dropout_masks`)
+    multiplies the attention and MLP outputs of each block (dropout).
+    """
     h = x @ params["embed"] + params["pos"]
     for i in range(cfg.layers):
         p = f"blocks.{i}."
-        h = h + attention(_sub(params, p + "attn."), layer_norm(params, p + "ln1", h), heads=cfg.heads)
+        a = attention(_sub(params, p + "attn."), layer_norm(params, p + "ln1", h), heads=cfg.heads)
+        h = h + (a if drop is None else a * drop[:, 2 * i])
         inner = gelu(linear(params, p + "mlp.fc1", layer_norm(params, p + "ln2", h)))
-        h = h + linear(params, p + "mlp.fc2", inner)
+        m = linear(params, p + "mlp.fc2", inner)
+        h = h + (m if drop is None else m * drop[:, 2 * i + 1])
     return layer_norm(params, "ln_f", h) @ params["embed"].T
 
 
-def loss_fn(params: Params, x: Any, y: Any, cfg: Config) -> Any:
-    """Mean cross-entropy of the next character (``y`` one-hot)."""
-    z = logits(params, x, cfg)
+def loss_fn(params: Params, x: Any, y: Any, cfg: Config, drop: Any = None) -> Any:
+    """Mean cross-entropy of the next character (``y`` one-hot), with dropout masks ``drop`` when given."""
+    z = logits(params, x, cfg, drop)
     z = z - np.max(z, axis=-1, keepdims=True)
     log_probs = z - np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
     return -np.mean(np.sum(y * log_probs, axis=-1))
+
+
+def dropout_masks(key: Any, p: float, cfg: Config, batch_size: int, mesh: Optional[dt.DeviceMesh] = None) -> Any:
+    """Dropout masks ``(batch, 2 * layers, seq, d_model)``: 0, or ``1 / (1 - p)`` with probability ``1 - p``.
+
+    Drawn by :mod:`dtensor_np.random` (no communication) with the batch's
+    placements on ``mesh`` (``Shard(0)`` on ``dp``): each rank draws only its
+    block, and the whole equals the one-device draw (``mesh=None``).
+    """
+    shape = (batch_size, 2 * cfg.layers, cfg.seq, cfg.d_model)
+    placements = None
+    if mesh is not None:
+        dp = 0 if mesh.dim_names is None else mesh.dim_index("dp")  # as dt.fsdp splits the batch
+        placements = [dt.Shard(0) if i == dp else dt.Replicate() for i in range(mesh.ndim)]
+    keep = dt.random.bernoulli(key, shape, np.float64, p=1.0 - p, mesh=mesh, placements=placements)
+    return keep * (1.0 / (1.0 - p))
 
 
 # -- training ---------------------------------------------------------------------------
@@ -194,34 +217,43 @@ class Run:
 def train(mesh: Optional[dt.DeviceMesh], cfg: Config, steps: int, batch_size: int, lr: float, seed: int = 0,
           bucket_mb: float = 0.25, every: int = 5, show: bool = False, text_chars: int = 20_000,
           micro_batches: int = 1, reshard_after_forward: bool = False, save: Optional[str] = None,
-          resume: Optional[str] = None) -> Run:
+          resume: Optional[str] = None, dropout: float = 0.0) -> Run:
     """Train for ``steps`` steps on ``mesh`` with FSDP x TP (or on one device with ``mesh=None``).
 
     ``micro_batches``: each step's batch runs as that many micro-batches (gradients accumulated, one
     reduce_scatter per bucket); ``reshard_after_forward``: see :func:`dtensor_np.fsdp`.  ``resume`` continues from
     the checkpoint in that directory (saved on any mesh, see :func:`save_state`); ``save`` writes the state after
-    the last step there.
+    the last step there.  With ``dropout`` > 0, step ``i``'s masks are :func:`dropout_masks` of
+    ``dt.random.fold_in(dt.random.key(seed), i)``, an extra batch input (``i`` counts from the first step of an
+    uninterrupted run, so a resumed run draws the same masks).
     """
     text = corpus(text_chars, seed)
     vocab = sorted(set(text))
     params = init_params(np.random.default_rng(seed), cfg, len(vocab))
-    fn = functools.partial(loss_fn, cfg=cfg)
+    fn: Any = functools.partial(loss_fn, cfg=cfg)
     opt = dt.optim.adamw(lr, weight_decay=0.01)
     x, y = batch(text, vocab, cfg, batch_size, 0, seed)
+    drop: tuple[Any, ...] = ()
+    if dropout:
+        fn = lambda params, x, y, drop: loss_fn(params, x, y, cfg, drop)  # noqa: E731
+        drop = (dropout_masks(dt.random.key(seed), dropout, cfg, batch_size),)  # an example to trace
     where = "one device" if mesh is None else f"{mesh.size()} {mesh.backend} ranks"
     if mesh is None:
         value_and_grad = dt.value_and_grad(fn)
         state_params, collectives_per_step, buckets = params, {}, 0
     else:
         tp = mesh.shape[mesh.dim_index("tp")] if "tp" in (mesh.dim_names or ()) else 1
+        if dropout and micro_batches > 1:
+            raise dt.ShardingError(f"expected dropout or micro-batches, got both (dropout={dropout}, "
+                                f"micro_batches={micro_batches}): the masks are not split into micro-batches yet")
         rows = batch_size // micro_batches  # the step is traced for one micro-batch
-        step_fn = dt.fsdp(fn, params, x[:rows], y[:rows], mesh=mesh, tp_plan=plan(cfg) if tp > 1 else None,
+        step_fn = dt.fsdp(fn, params, x[:rows], y[:rows], *drop, mesh=mesh, tp_plan=plan(cfg) if tp > 1 else None,
                           bucket_mb=bucket_mb, reshard_after_forward=reshard_after_forward)
         state_params, buckets = step_fn.shard(params), step_fn.buckets
         collectives_per_step = step_fn.collectives(micro_batches)
 
-        def value_and_grad(flat: Any, x: Any, y: Any) -> Any:
-            return step_fn.value_and_grad(flat, x, y, micro_batches=micro_batches)
+        def value_and_grad(flat: Any, *batch: Any) -> Any:
+            return step_fn.value_and_grad(flat, *batch, micro_batches=micro_batches)
 
     state = opt.init(state_params)
     first = 0
@@ -232,7 +264,9 @@ def train(mesh: Optional[dt.DeviceMesh], cfg: Config, steps: int, batch_size: in
     with tqdm(range(first, first + steps), desc=f"train on {where}", disable=not show, leave=False) as bar:
         for it in bar:
             x, y = batch(text, vocab, cfg, batch_size, it, seed)
-            loss, grads = value_and_grad(state_params, x, y)
+            if dropout:
+                drop = (dropout_masks(dt.random.fold_in(dt.random.key(seed), it), dropout, cfg, batch_size, mesh),)
+            loss, grads = value_and_grad(state_params, x, y, *drop)
             state_params, state = opt.update(grads, state, state_params)
             losses.append(float(loss))
             if show and (it % every == 0 or it == steps - 1):
@@ -351,6 +385,8 @@ def _parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help="free gathered parameters after the forward, gather them again for the backward")
     parser.add_argument("--save", default=None, metavar="DIR", help="save the training state after the last step")
     parser.add_argument("--resume", default=None, metavar="DIR", help="continue from a saved state (any mesh)")
+    parser.add_argument("--dropout", type=float, default=0.0,
+                        help="dropout probability P (0 <= P < 1) of the attention and MLP outputs; masks by dt.random")
     return parser.parse_args(argv)
 
 
@@ -359,6 +395,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parse(argv)
     if args.steps < 1:
         print(f"error: expected --steps of at least 1, got {args.steps}", file=sys.stderr)
+        return 2
+    if not 0 <= args.dropout < 1:
+        print(f"error: expected --dropout with 0 <= P < 1, got {args.dropout}", file=sys.stderr)
         return 2
     under_mpi = collectives.launched_by_mpiexec() and (collectives.mpi_world_size() or 1) > 1
     world = collectives.mpi_world_size() if under_mpi else None
@@ -375,13 +414,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: expected --micro-batches dividing --batch {args.batch}, got {args.micro_batches}",
               file=sys.stderr)
         return 2
+    if args.dropout and args.micro_batches > 1:
+        print("error: expected --dropout or --micro-batches, got both (masks are not split into micro-batches yet)",
+              file=sys.stderr)
+        return 2
     run = train(mesh, cfg, args.steps, args.batch, args.lr, args.seed, args.bucket_mb, args.every, show=root,
                 micro_batches=args.micro_batches, reshard_after_forward=args.reshard_after_forward,
-                save=args.save, resume=args.resume)
+                save=args.save, resume=args.resume, dropout=args.dropout)
     runs = {f"FSDP x TP, {dp}x{tp} {mesh.backend}": run}
     diff = 0.0
     if not args.no_compare:
-        single = train(None, cfg, run.first_step + args.steps, args.batch, args.lr, args.seed)
+        single = train(None, cfg, run.first_step + args.steps, args.batch, args.lr, args.seed, dropout=args.dropout)
         single = Run(single.losses[run.first_step:], {}, 0, single.seconds, single.parameters, run.first_step)
         runs["one device"] = single
         diff = max(abs(a - b) / max(abs(b), 1e-300) for a, b in zip(run.losses, single.losses))

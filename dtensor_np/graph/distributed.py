@@ -16,7 +16,7 @@ process's shards, the same call in both modes: under MPI an array per name,
 in simulated mode a :class:`~dtensor_np.LocalTensor` per name (what
 ``DTensor.to_local()`` returns); a replicated parameter may also be passed as
 one full array.  Every other argument is the full array, the same on every
-rank.  Replicated outputs are returned as plain arrays; an output the graph
+rank, or a DTensor with exactly the input's spec (its shards are used).  Replicated outputs are returned as plain arrays; an output the graph
 keeps sharded (``GraphSharding.outputs``) as this process's shards, in the
 same form as a parameter.
 
@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any
 from collectives import KINDS, memo
 
 from ..arrays import as_array
+from ..dtensor import DTensor
+from ..errors import ShardingError
 from ..local_tensor import LocalTensor
 from ..placements import Replicate
 from ..redistribute import redistribute_shards
@@ -106,7 +108,12 @@ def _local_input(
 
 
 def _global_input(var: Var, spec: DTensorSpec, value: Any, ranks: tuple[int, ...], backend: Any) -> Shards:
-    """The shards of an argument passed as the full array (the same on every rank)."""
+    """The shards of an argument passed as the full array (the same on every rank), or as a DTensor placed as
+    the graph takes it (its shards as they are: a batch drawn by ``dt.random`` on the mesh, never whole)."""
+    if isinstance(value, DTensor):
+        if value.spec != spec:
+            raise ShardingError(f"input {var}: expected an array or a DTensor placed as {spec}, got {value.spec}")
+        return {r: value.shards[r] for r in ranks}
     check_aval(var, value)
     replicated = spec.with_placements((Replicate(),) * spec.mesh.ndim)
     return redistribute_shards({r: value for r in ranks}, replicated, spec)  # R -> S chunks locally
