@@ -61,7 +61,7 @@ from .handles import Handle
 from .ops import OPS, CollectiveOp, MpiCall
 from .packing import new_array
 from .reduce_ops import raise_fp_events, take_fp_events
-from .spmd import SpmdError, call_site, checking
+from .spmd import SpmdError, agreeing, call_site, checking
 from .threads import share_cores_among_ranks
 from .watchdog import start_watchdog
 from .types import Array, Groups, Shards
@@ -129,6 +129,8 @@ class MpiBackend(Backend):
             service = _SERVICE[self.comm.handle] = self.comm.Dup()
         self._service = service
         self._checked_calls = 0
+        self._agreed = np.empty(2, np.int64)  # the default agreement's result buffer (one call at a time)
+        self._max = MPI.MAX
         install_abort_on_error(MPI.COMM_WORLD)
         if comm is None:
             start_watchdog(self.comm, service)
@@ -184,6 +186,8 @@ class MpiBackend(Backend):
                 raise
             error = exc
         if check:
+            if not checking:  # every collective starts with the same small call (see ``agree``)
+                self.agree_on(call_fingerprint(kind, team.all_groups, frozen(arguments)), describe)
             self._agree(team, kind, x, error, op)
         return self.prepare(kind, groups, {self.rank: x.shape}, x.dtype, **arguments), {self.rank: x}
 
@@ -205,15 +209,42 @@ class MpiBackend(Backend):
         self._service.Allgather(mine, rows)
         if (rows[:, :2] == mine[:2]).all():
             return
-        text = f"{describe()} at {site} (collective #{self._checked_calls} of this rank)".encode()[:_SPMD_TEXT]
+        self._raise_spmd(
+            f"{describe()} at {site} (collective #{self._checked_calls} of this rank)",
+            "SPMD check: the ranks do not issue the same collective from the same line (they took different "
+            "paths through the program; without the check they would hang or pair the wrong calls)",
+        )
+
+    def agree(self, mine: np.ndarray, describe: Callable[[], str]) -> None:
+        """The default agreement (see :mod:`collectives.spmd`): every rank passes the same ``mine``, or all raise.
+
+        ``mine`` is ``[fp, -fp]`` (int64) of the call's fingerprint ``fp``; one
+        ``Allreduce`` with ``MAX`` gives every rank the largest and (negated) the
+        smallest fingerprint, equal to its own on every rank exactly when all
+        agree.  On a mismatch every rank raises :class:`~collectives.spmd.SpmdError`
+        naming each rank's ``describe()`` and call site (a second, rare ``Allgather``).
+        """
+        out = self._agreed
+        self._service.Allreduce(mine, out, self._max)
+        if out[0] != mine[0] or out[1] != mine[1]:
+            self._raise_spmd(
+                f"{describe()} at {call_site(2)}",
+                "the ranks issue different collectives (or pass inputs that do not fit each other): every rank "
+                "raises here, before any data moves, and the ranks stay in step",
+            )
+
+    def agree_on(self, fingerprint: int, describe: Callable[[], str]) -> None:
+        """``agree`` on ``fingerprint`` while the default agreement is on and the full check is off."""
+        if agreeing and not checking:
+            self.agree(np.array([fingerprint, -fingerprint], np.int64), describe)
+
+    def _raise_spmd(self, mine: str, headline: str) -> None:
+        """Share every rank's description of its call (one ``Allgather``) and raise ``SpmdError`` with them all."""
+        text = mine.encode()[:_SPMD_TEXT]
         texts = np.zeros((self.world_size, _SPMD_TEXT), np.uint8)
         self._service.Allgather(np.frombuffer(text.ljust(_SPMD_TEXT, b"\0"), np.uint8), texts)
         lines = [f"  rank {r}: {bytes(texts[r]).rstrip(bytes(1)).decode(errors='replace')}" for r in range(self.world_size)]
-        raise SpmdError(
-            "SPMD check: the ranks do not issue the same collective from the same line (they took different "
-            "paths through the program; without the check they would hang or pair the wrong calls):\n"
-            + "\n".join(lines)
-        )
+        raise SpmdError(headline + ":\n" + "\n".join(lines))
 
     # -- helpers for the higher layer -----------------------------------------
 
@@ -227,6 +258,7 @@ class MpiBackend(Backend):
         everyone = np.empty(1, np.int32)
         if checking:
             self.check_spmd_call(_ALL_TRUE, lambda: "all_true")
+        self.agree_on(_ALL_TRUE, lambda: "all_true")
         self._world_comm().Allreduce(mine, everyone, _mpi().MIN)
         if not keys_ok:
             raise self._keys_error("all_true", flag_per_rank)
@@ -255,6 +287,7 @@ class MpiBackend(Backend):
         rows = np.empty((self.world_size, 1 + MAX_DESCRIPTOR_LENGTH), np.int64)
         if checking:
             self.check_spmd_call(_GATHER_DESCRIPTORS, lambda: "gather_descriptors")
+        self.agree_on(_GATHER_DESCRIPTORS, lambda: "gather_descriptors")
         self._world_comm().Allgather(row, rows)
         if error is not None:
             raise error
@@ -314,6 +347,7 @@ class MpiBackend(Backend):
         if team is None:
             if checking:
                 self.check_spmd_call(call_fingerprint("groups", layout.groups), lambda: f"new groups for {describe()}")
+            self.agree_on(call_fingerprint("groups", layout.groups), lambda: f"new groups for {describe()}")
             rank = self.rank
             group = layout.group_of(rank)
             comm = self.comm.Split(layout.group_index[rank], layout.position[rank])
@@ -379,13 +413,16 @@ class _Runner:
     byte order, a CuPy array, a non-blocking start) through the same call.
     """
 
-    __slots__ = ("backend", "rank", "team", "op", "shape", "dtype", "nbytes", "fingerprint", "host", "device", "run")
+    __slots__ = ("backend", "rank", "team", "op", "shape", "dtype", "nbytes", "fingerprint", "agreed", "host", "device",
+                 "run")
 
     def __init__(self, backend: MpiBackend, team: _Team, op: CollectiveOp, shape: tuple[int, ...], dtype: np.dtype,
                  fingerprint: int) -> None:
         native = _native(dtype)
         self.backend, self.rank, self.team, self.op, self.shape, self.dtype = backend, backend.rank, team, op, shape, native
         self.fingerprint = fingerprint  # what every rank must issue too, under the SPMD check
+        agreed = call_fingerprint(fingerprint, len(shape), op.agreed_shape(shape))  # ... and by default
+        self.agreed = np.array([agreed, -agreed], np.int64)
         self.nbytes = math.prod(shape) * native.itemsize
         self.host = _Plan(op.mpi_call(team.position, team.size, shape, native, np), team.comm, native, np)
         self.device: Optional[_Plan] = None
@@ -400,6 +437,7 @@ class _Runner:
         mpi_fn, new, pack, finish = plan.blocking, plan.new, call.pack, call.finish
         send_spec, recv_spec, extra = call.send_spec, call.recv_spec, call.extra
         ndarray, counters, record, spmd = np.ndarray, counting.active, counting.record, checking
+        agree, on, mine, describe = self.backend.agree, agreeing, self.agreed, self.describe
 
         # One closure per number of trailing arguments: a call with ``*extra`` costs ~50 ns more.
         if not extra:
@@ -408,6 +446,8 @@ class _Runner:
                 if (spmd or x.__class__ is not ndarray or x.shape != shape or x.dtype != dtype
                         or not x.flags.c_contiguous):
                     return execute(x, True)
+                if on:
+                    agree(mine, describe)
                 if counters:
                     record(kind, nbytes)
                 send = x if pack is None else pack(x)
@@ -424,6 +464,8 @@ class _Runner:
                 if (spmd or x.__class__ is not ndarray or x.shape != shape or x.dtype != dtype
                         or not x.flags.c_contiguous):
                     return execute(x, True)
+                if on:
+                    agree(mine, describe)
                 if counters:
                     record(kind, nbytes)
                 send = x if pack is None else pack(x)
@@ -437,6 +479,8 @@ class _Runner:
             x = shards[rank]
             if spmd or x.__class__ is not ndarray or x.shape != shape or x.dtype != dtype or not x.flags.c_contiguous:
                 return execute(x, True)
+            if on:
+                agree(mine, describe)
             if counters:
                 record(kind, nbytes)
             send = x if pack is None else pack(x)
@@ -474,6 +518,8 @@ class _Runner:
             )
         if checking:
             self.backend.check_spmd_call(self.fingerprint, self.describe)
+        elif agreeing:
+            self.backend.agree(self.agreed, self.describe)
         if counting.active:
             counting.record(self.op.counted_as, self.nbytes)
         args, recv = plan.arguments(x)

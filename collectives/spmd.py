@@ -14,6 +14,17 @@ watchdog's business (:mod:`collectives.watchdog`).  The check costs one small
 ``Allgather`` and a look at the call stack per collective, so it is off by
 default and on in the project's tests.
 
+Without it, a cheaper agreement is on by default (``DTENSOR_NP_AGREE=0`` turns
+it off): before every collective under MPI the ranks compare a fingerprint of
+the call (kind, groups, arguments, dtype, and the part of the input shape all
+members share) with one ``Allreduce`` of two int64 (``MAX`` of ``(fp, -fp)``)
+on the same communicator of its own.  Any two rank-divergent collectives meet
+in that same small call, so they raise :class:`SpmdError` on every rank, naming
+each rank's call, before any data moves, and the ranks stay in step: a
+different redistribute target, shape or dtype on one rank, or a rank that
+issues a collective another skips, pairs with the others' agreement, not with
+their data (no "Message truncated", no hang).
+
 Example:
     >>> with check_spmd():
     ...     checking_spmd()
@@ -31,13 +42,19 @@ from collections.abc import Iterator
 
 from .errors import CollectiveError
 
-__all__ = ["CHECK_ENV", "SpmdError", "call_site", "check_spmd", "checking", "checking_spmd"]
+__all__ = ["AGREE_ENV", "CHECK_ENV", "SpmdError", "agreeing", "call_site", "check_spmd", "checking", "checking_spmd"]
 
 CHECK_ENV = "DTENSOR_NP_CHECK_SPMD"
 """Set to 1 to check every collective (the ``check_spmd()`` block does the same for its duration)."""
 
 checking: list[bool] = [True] if os.environ.get(CHECK_ENV, "").strip().lower() in ("1", "true", "yes", "on") else []
 """Non-empty while the check is on (a list, so a hot path tests it with one truth test)."""
+
+AGREE_ENV = "DTENSOR_NP_AGREE"
+"""Set to 0 to turn off the default agreement (the fingerprint every rank compares before each collective under MPI)."""
+
+agreeing: list[bool] = [] if os.environ.get(AGREE_ENV, "").strip().lower() in ("0", "false", "no", "off") else [True]
+"""Non-empty while the default agreement is on (the full check, when on, replaces it)."""
 
 _INTERNAL = ("collectives", "dtensor_np", "numpy", "contextlib", "functools", "threading")
 
