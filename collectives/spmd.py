@@ -42,7 +42,10 @@ from collections.abc import Iterator
 
 from .errors import CollectiveError
 
-__all__ = ["AGREE_ENV", "CHECK_ENV", "SpmdError", "agreeing", "call_site", "check_spmd", "checking", "checking_spmd"]
+__all__ = [
+    "AGREE_ENV", "CHECK_ENV", "SpmdError", "agreeing", "call_site", "check_spmd", "checking", "checking_spmd",
+    "default_agreement",
+]
 
 CHECK_ENV = "DTENSOR_NP_CHECK_SPMD"
 """Set to 1 to check every collective (the ``check_spmd()`` block does the same for its duration)."""
@@ -69,6 +72,17 @@ class SpmdError(CollectiveError):
 
 
 @contextlib.contextmanager
+def _switched(flag: list[bool], enabled: bool) -> Iterator[None]:
+    """``flag`` (a switch list such as ``checking``) on or off inside the block, restored after."""
+    saved = flag[:]
+    flag[:] = [True] if enabled else []
+    try:
+        yield
+    finally:
+        flag[:] = saved
+
+
+@contextlib.contextmanager
 def check_spmd(enabled: bool = True) -> Iterator[None]:
     """Check every collective issued inside the block (see the module doc); ``enabled=False`` turns it off there.
 
@@ -80,12 +94,23 @@ def check_spmd(enabled: bool = True) -> Iterator[None]:
         ...     checking_spmd()
         True
     """
-    saved = checking[:]
-    checking[:] = [True] if enabled else []
-    try:
+    with _switched(checking, enabled):
         yield
-    finally:
-        checking[:] = saved
+
+
+@contextlib.contextmanager
+def default_agreement(enabled: bool = True) -> Iterator[None]:
+    """Turn the default agreement on (or, ``enabled=False``, off) inside the block (benchmarks compare both).
+
+    Every rank must enter and leave the block together.
+
+    Example:
+        >>> with default_agreement(False):
+        ...     bool(agreeing)
+        False
+    """
+    with _switched(agreeing, enabled):
+        yield
 
 
 def checking_spmd() -> bool:

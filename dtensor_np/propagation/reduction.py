@@ -229,8 +229,14 @@ def _reduction_key(kind: str, name: str, a: Any, axis: Any, keepdims: Any, dtype
     if not is_sharded(a):
         raise TypeError(f"numpy.{name}: expected a DTensor to reduce, got {type(a).__name__}")
     # np.mean counts the items of every axis, so it refuses axis=0 of a 0-d array; the others take it.
+    # NumPy's ufunc reductions parse dtype= and keepdims= before they look at the axes; np.mean counts the axes' items
+    # first
+    if kind != "mean":
+        wanted, flag = None if dtype is None else np.dtype(dtype), keepdims_flag(keepdims)
     axes = normalize_axes(axis, a.spec.ndim, legacy_0d=kind != "mean")
-    return (kind, axes, keepdims_flag(keepdims), None if dtype is None else np.dtype(dtype), ufunc)
+    if kind == "mean":
+        wanted, flag = None if dtype is None else np.dtype(dtype), keepdims_flag(keepdims)
+    return (kind, axes, flag, wanted, ufunc)
 
 
 def _decide(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
