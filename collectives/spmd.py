@@ -17,8 +17,8 @@ default and on in the project's tests.
 Without it, a cheaper agreement is on by default (``DTENSOR_NP_AGREE=0`` turns
 it off): before every collective under MPI the ranks compare a fingerprint of
 the call (kind, groups, arguments, dtype, and the part of the input shape all
-members share) with one ``Allreduce`` of two int64 (``MAX`` of ``(fp, -fp)``)
-on the same communicator of its own.  Any two rank-divergent collectives meet
+members share) with one ``Allgather`` of one int64 a rank on the same
+communicator of its own.  Any two rank-divergent collectives meet
 in that same small call, so they raise :class:`SpmdError` on every rank, naming
 each rank's call, before any data moves, and the ranks stay in step: a
 different redistribute target, shape or dtype on one rank, or a rank that
