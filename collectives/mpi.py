@@ -61,7 +61,7 @@ from .handles import Handle
 from .ops import OPS, CollectiveOp, MpiCall
 from .packing import new_array
 from .reduce_ops import raise_fp_events, take_fp_events
-from .spmd import SpmdError, agreeing, call_site, checking
+from .spmd import SpmdError, agreeing, call_site, checking, pending
 from .threads import share_cores_among_ranks
 from .watchdog import start_watchdog
 from .types import Array, Groups, Shards
@@ -129,7 +129,7 @@ class MpiBackend(Backend):
             service = _SERVICE[self.comm.handle] = self.comm.Dup()
         self._service = service
         self._checked_calls = 0
-        self._agreed = np.empty((self.world_size, 2), np.int64)  # the default agreement's buffer (one call at a time)
+        self._agreed = np.empty((self.world_size, 3), np.int64)  # the default agreement's buffer (one call at a time)
         install_abort_on_error(MPI.COMM_WORLD)
         if comm is None:
             start_watchdog(self.comm, service)
@@ -227,9 +227,23 @@ class MpiBackend(Backend):
         ``describe()`` and call site (a second, rare ``Allgather``).
         """
         out = self._agreed
+        if pending:  # this rank raised in its previous call (``spmd.note_local_error``): the others learn it here
+            pending.clear()
+            mine = mine.copy()
+            mine[2] = 1
         self._service.Allgather(mine, out)
-        if out.tobytes() != everyone and not (
-                (out[:, 0] == mine[0]).all() and (out[list(group), 1] == mine[1]).all()):
+        if out.tobytes() == everyone:
+            return
+        same = bool((out[:, 0] == mine[0]).all() and (out[list(group), 1] == mine[1]).all())
+        raised = out[:, 2].nonzero()[0].tolist()
+        if raised and len(raised) < self.world_size:
+            if mine[2] and not same:  # the others are still in the call that raised here: they raise, this rank retries
+                return self.agree(_without_flag(mine), everyone, group, describe)
+            raise SpmdError(
+                f"rank(s) {raised} raised an error in their previous call that the other ranks did not have (their "
+                f"input differed); every rank raises {'here, at the next collective' if same else 'in that call'}, "
+                f"and the ranks stay in step (this rank: {describe()} at {call_site(2)})")
+        if not same:
             self._raise_spmd(
                 f"{describe()} at {call_site(2)}",
                 "the ranks issue different collectives (or pass inputs that do not fit each other): every rank "
@@ -239,7 +253,7 @@ class MpiBackend(Backend):
     def agree_on(self, fingerprint: int, describe: Callable[[], str]) -> None:
         """``agree`` on ``fingerprint`` while the default agreement is on and the full check is off."""
         if agreeing and not checking:
-            mine = np.array([fingerprint, 0], np.int64)
+            mine = np.array([fingerprint, 0, 0], np.int64)
             self.agree(mine, mine.tobytes() * self.world_size, (), describe)
 
     def _raise_spmd(self, mine: str, headline: str) -> None:
@@ -426,7 +440,7 @@ class _Runner:
         self.backend, self.rank, self.team, self.op, self.shape, self.dtype = backend, backend.rank, team, op, shape, native
         self.fingerprint = fingerprint  # what every rank must issue too, under the SPMD check
         # ... and by default: the call world-wide, the shape within the group
-        self.agreed = np.array([fingerprint, call_fingerprint(len(shape), op.agreed_shape(shape))], np.int64)
+        self.agreed = np.array([fingerprint, call_fingerprint(len(shape), op.agreed_shape(shape)), 0], np.int64)
         self.everyone = self.agreed.tobytes() * backend.world_size
         self.nbytes = math.prod(shape) * native.itemsize
         self.host = _Plan(op.mpi_call(team.position, team.size, shape, native, np), team.comm, native, np)
@@ -577,6 +591,13 @@ class _Runner:
             call = self.op.mpi_call(team.position, team.size, self.shape, self.dtype, xp)
             self.device = _Plan(call, team.comm, self.dtype, xp)
         return self.device
+
+
+def _without_flag(mine: np.ndarray) -> np.ndarray:
+    """The agreement row ``mine`` without its "raised before" flag."""
+    row = mine.copy()
+    row[2] = 0
+    return row
 
 
 def _mpi() -> Any:

@@ -20,7 +20,8 @@ the call (kind, groups, arguments, dtype, and the part of the input shape all
 members share) with one ``Allgather`` of one int64 a rank on the same
 communicator of its own.  Any two rank-divergent collectives meet
 in that same small call, so they raise :class:`SpmdError` on every rank, naming
-each rank's call, before any data moves, and the ranks stay in step: a
+each rank's call, before any data moves, and the ranks stay in step (an index
+that is valid on some ranks only: see :func:`note_local_error`): a
 different redistribute target, shape or dtype on one rank, or a rank that
 issues a collective another skips, pairs with the others' agreement, not with
 their data (no "Message truncated", no hang).
@@ -44,7 +45,7 @@ from .errors import CollectiveError
 
 __all__ = [
     "AGREE_ENV", "CHECK_ENV", "SpmdError", "agreeing", "call_site", "check_spmd", "checking", "checking_spmd",
-    "default_agreement",
+    "default_agreement", "note_local_error", "pending",
 ]
 
 CHECK_ENV = "DTENSOR_NP_CHECK_SPMD"
@@ -58,6 +59,9 @@ AGREE_ENV = "DTENSOR_NP_AGREE"
 
 agreeing: list[bool] = [] if os.environ.get(AGREE_ENV, "").strip().lower() in ("0", "false", "no", "off") else [True]
 """Non-empty while the default agreement is on (the full check, when on, replaces it)."""
+
+pending: list[bool] = []
+"""Non-empty after this rank raised a local error the other ranks may not have (``note_local_error``)."""
 
 _INTERNAL = ("collectives", "dtensor_np", "numpy", "contextlib", "functools", "threading")
 
@@ -111,6 +115,29 @@ def default_agreement(enabled: bool = True) -> Iterator[None]:
     """
     with _switched(agreeing, enabled):
         yield
+
+
+def note_local_error(error: BaseException) -> None:
+    """A public call raised ``error`` on this rank before any collective: tell the next agreement.
+
+    The other ranks may not have raised (their input differed): they may wait in
+    a collective of that call, or go on to the next.  At this rank's next
+    agreement every rank learns which ranks raised before it: if the others
+    wait in a collective of the call that raised here (another fingerprint),
+    they raise :class:`SpmdError` there and this rank tries its agreement again;
+    if they are at the same next call, every rank raises there.  Errors every
+    rank raises together (a ``CollectiveError``, ``SpmdError`` included) are not
+    noted.
+
+    Example:
+        >>> with check_spmd(False), default_agreement():
+        ...     note_local_error(IndexError("index 9 is out of bounds"))
+        >>> bool(pending)
+        True
+        >>> pending.clear()
+    """
+    if agreeing and not checking and not isinstance(error, CollectiveError):
+        pending[:] = [True]
 
 
 def checking_spmd() -> bool:
