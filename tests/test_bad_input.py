@@ -428,6 +428,8 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
     for f in (np.mean, np.var, np.std):
         cat.raises(f"{f.__name__}(axis=-3, keepdims='yes')", np.exceptions.AxisError, r"axis -3 is out of bounds",
                    lambda f=f: f(x, axis=-3, keepdims="yes"))
+    cat.raises("mean(axis=(0, 0), keepdims='yes')", TypeError, r"'str' object cannot be interpreted as an integer",
+               lambda: np.mean(x, axis=(0, 0), keepdims="yes"))
     for f in (np.var, np.std):
         cat.raises(f"{f.__name__}(ddof='a')", TypeError, r"expected a number for ddof, got str",
                    lambda f=f: f(x, axis=0, ddof="a"))
