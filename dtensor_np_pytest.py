@@ -15,9 +15,10 @@ this process.  With ``pytest --dt-mpi`` each shape of more than one rank
 also runs as an item ``[mpi2x2]`` in its own ``mpiexec -n 4`` job, through
 pytest-isolate-mpi, with per-rank reports.  Under MPI a test that runs past
 ``--dt-timeout`` seconds (default 300) aborts its job: every rank prints the
-stack of each of its threads (``faulthandler``) and exits, and the
-collective watchdog (``DTENSOR_NP_COLLECTIVE_TIMEOUT``, set to the same
-value for the job) names the collective a rank waits in.  The
+stack of each of its threads (``faulthandler``, past pytest's capture) and
+exits, which ends the job; the collective watchdog
+(``DTENSOR_NP_COLLECTIVE_TIMEOUT``, one second later unless already set)
+is the backstop that aborts a rank stuck in a collective.  The
 ``shared_tmp_path`` fixture is one directory that every rank sees (rank 0
 makes it and broadcasts its name).
 
@@ -27,10 +28,14 @@ Example:
 """
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import math
 import os
+import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -62,7 +67,8 @@ def pytest_configure(config: pytest.Config) -> None:
         timeout = config.getoption("dt_timeout", None) or DEFAULT_TIMEOUT_S
         os.environ[MPI_ENV] = "1"
         os.environ[TIMEOUT_OPTION_ENV] = f"{timeout:g}"
-        os.environ["DTENSOR_NP_COLLECTIVE_TIMEOUT"] = f"{timeout:g}"  # the watchdog of the ranks
+        # the ranks' collective watchdog: a backstop, one second after the stacks (collectives.watchdog)
+        os.environ.setdefault("DTENSOR_NP_COLLECTIVE_TIMEOUT", f"{timeout + 1:g}")
 
 
 def case_id(kind: str, shape: tuple[int, ...]) -> str:
@@ -121,8 +127,27 @@ def dt_mesh_case() -> tuple[str, tuple[int, ...]]:
     )
 
 
+def _abort_after(config: pytest.Config, timeout: float, rank: int) -> threading.Timer:
+    """A timer that, ``timeout`` seconds on, prints every thread's stack of this rank (past pytest's capture) and ends it."""
+
+    def fire() -> None:
+        capture = config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+            sys.stderr.write(f"[rank {rank}] dtensor_np: the test ran past --dt-timeout={timeout:g} s; its stacks:\n")
+            sys.stderr.flush()
+            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+            sys.stderr.flush()
+        time.sleep(1.0)  # the other ranks print theirs before the launcher ends the job
+        os._exit(1)
+
+    timer = threading.Timer(timeout, fire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 @pytest.fixture
-def mesh(dt_mesh_case: tuple[str, tuple[int, ...]], mpi_ranks: int) -> Iterator[Any]:
+def mesh(request: pytest.FixtureRequest, dt_mesh_case: tuple[str, tuple[int, ...]], mpi_ranks: int) -> Iterator[Any]:
     """The mesh of this item: simulated in this process, or over the ranks of this MPI job."""
     import dtensor_np as dt
 
@@ -130,12 +155,15 @@ def mesh(dt_mesh_case: tuple[str, tuple[int, ...]], mpi_ranks: int) -> Iterator[
     if kind == "simulated":
         yield dt.DeviceMesh(shape)
         return
+    mesh = dt.init_device_mesh(shape, backend="mpi")
+    import collectives
+
     timeout = float(os.environ.get(TIMEOUT_OPTION_ENV) or DEFAULT_TIMEOUT_S)
-    faulthandler.dump_traceback_later(timeout, exit=True)  # every rank: all its threads' stacks, then the job ends
+    timer = _abort_after(request.config, timeout, collectives.get_backend("mpi").rank)
     try:
-        yield dt.init_device_mesh(shape, backend="mpi")
+        yield mesh
     finally:
-        faulthandler.cancel_dump_traceback_later()
+        timer.cancel()
 
 
 @pytest.fixture
