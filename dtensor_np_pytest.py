@@ -65,6 +65,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "mesh_shapes(*shapes): run a test taking `mesh` on meshes of these shapes")
     if config.getoption("dt_mpi", False) and not os.environ.get(FORKED_ENV):
         timeout = config.getoption("dt_timeout", None) or DEFAULT_TIMEOUT_S
+        # pytest-isolate-mpi passes the verbosity on as "-" + "v" * count: a bare "-" for `pytest -q`
+        if config.option.verbose < 0:
+            config.option.verbose = 0
         os.environ[MPI_ENV] = "1"
         os.environ[TIMEOUT_OPTION_ENV] = f"{timeout:g}"
         # the ranks' collective watchdog: a backstop, one second after the stacks (collectives.watchdog)

@@ -8,12 +8,17 @@ rank's stack by ``--dt-timeout``.
 """
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import dtensor_np_pytest
-from launching import MPIEXEC
+from launching import MPIEXEC, clean_mpi_env
 
 pytest_plugins = ["pytester"]
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "testing"
 
 TESTS = textwrap.dedent(
     """
@@ -116,3 +121,20 @@ def test_dt_mpi_runs_each_shape_under_mpiexec_reports_every_rank_and_aborts_a_ha
     assert hang.count("dtensor_np: the test ran past --dt-timeout=4 s; its stacks:") == 2, hang
     assert "[rank 0] dtensor_np" in hang and "[rank 1] dtensor_np" in hang, hang
     assert hang.count("in test_hang") >= 2, hang
+
+
+def _run_example(*options: str) -> str:
+    """Run pytest on the example project examples/testing (its own pytest.ini) in a fresh process; its output."""
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *options], cwd=EXAMPLE,
+        env=clean_mpi_env(), capture_output=True, text=True, timeout=600,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout
+
+
+def test_the_example_project_passes_simulated_and_under_mpiexec():
+    assert re.search(r"\b6 passed in ", _run_example())  # 3 + 1 + 1 + 1 simulated meshes
+    # --dt-mpi: the 2-rank jobs too (each reports once per rank); the 4-rank ones are left out to save time
+    out = _run_example("--dt-mpi", "-o", f"mpi_executable={MPIEXEC}", "-k", "not mpi4 and not mpi2x2")
+    assert re.search(r"\b12 passed, 2 deselected in ", out), out
