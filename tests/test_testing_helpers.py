@@ -80,6 +80,8 @@ def test_check_op_tries_every_placement_and_reports_every_failing_one(world):
     assert "\n[S(0)]: AssertionError: assert_dtensor_equal:" in text and "[R]" not in text
     with pytest.raises(dt.ShardingError, match=r"expected one placements sequence per array argument \(2\)"):
         check_op(np.add, a, b, mesh=mesh, placements=[([Shard(0)],)])
+    with pytest.raises(TypeError, match="expected a callable fn, got int"):
+        check_op(3, a, mesh=mesh)
     with pytest.raises(dt.ShardingError, match="expected placements='all' or a list of combinations, got 'some'"):
         check_op(np.add, a, b, mesh=mesh, placements="some")
 
