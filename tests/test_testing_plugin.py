@@ -8,6 +8,7 @@ rank's stack by ``--dt-timeout``.
 """
 from __future__ import annotations
 
+import doctest
 import re
 import subprocess
 import sys
@@ -96,6 +97,7 @@ def test_mesh_fixture_without_a_marker_and_a_bad_marker_are_usage_errors(pyteste
 
 
 def test_mesh_cases_are_simulated_then_mpi_for_shapes_of_two_ranks_or_more():
+    assert doctest.testmod(dtensor_np_pytest).failed == 0  # the module's examples (outside the doctest paths)
     cases = dtensor_np_pytest.mesh_cases([(1,), (2,), (2, 2)], mpi=True, timeout=5)
     assert [c.id for c in cases] == ["sim1", "sim2", "sim2x2", "mpi2", "mpi2x2"]
     assert cases[4].values == (("mpi", (2, 2)), 4) and cases[4].marks[0].kwargs == {"timeout": 40}
@@ -135,6 +137,7 @@ def _run_example(*options: str) -> str:
 
 def test_the_example_project_passes_simulated_and_under_mpiexec():
     assert re.search(r"\b6 passed in ", _run_example())  # 3 + 1 + 1 + 1 simulated meshes
-    # --dt-mpi: the 2-rank jobs too (each reports once per rank); the 4-rank ones are left out to save time
-    out = _run_example("--dt-mpi", "-o", f"mpi_executable={MPIEXEC}", "-k", "not mpi4 and not mpi2x2")
-    assert re.search(r"\b12 passed, 2 deselected in ", out), out
+    # --dt-mpi: one test's items, its mpiexec -n 2 job too (reported once per rank: 3 + 2); one job, to save time
+    out = _run_example("--dt-mpi", "-o", f"mpi_executable={MPIEXEC}", "-vv", "-k", "rows_sharded and not mpi4")
+    assert re.search(r"\b5 passed, 7 deselected in ", out), out
+    assert "test_normalize_rows_sharded[mpi2][rank=1] PASSED" in out, out
