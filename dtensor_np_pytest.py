@@ -64,6 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "world_sizes(*sizes): run a test taking `mesh` on 1-d meshes of these sizes")
     config.addinivalue_line("markers", "mesh_shapes(*shapes): run a test taking `mesh` on meshes of these shapes")
     if config.getoption("dt_mpi", False) and not os.environ.get(FORKED_ENV):
+        if not config.pluginmanager.has_plugin("pytest_isolate_mpi"):
+            raise pytest.UsageError("--dt-mpi runs its MPI items through pytest-isolate-mpi: pip install pytest-isolate-mpi")
         timeout = config.getoption("dt_timeout", None) or DEFAULT_TIMEOUT_S
         # pytest-isolate-mpi passes the verbosity on as "-" + "v" * count: a bare "-" for `pytest -q`
         if config.option.verbose < 0:

@@ -94,6 +94,8 @@ def test_mesh_fixture_without_a_marker_and_a_bad_marker_are_usage_errors(pyteste
         "E * @pytest.mark.mesh_shapes: expected tuples of positive ints, got 4",
     ])
     result.assert_outcomes(errors=2)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:pytest_isolate_mpi", "--dt-mpi")
+    result.stderr.fnmatch_lines(["ERROR: --dt-mpi runs its MPI items through pytest-isolate-mpi: pip install pytest-isolate-mpi"])
 
 
 def test_mesh_cases_are_simulated_then_mpi_for_shapes_of_two_ranks_or_more():
