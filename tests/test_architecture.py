@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("indexing", "dtensor", "views", "visualize"),
     # programs over arrays: graphs, passes, transformations, the Array API namespace
     ("graph", "passes", "optim", "tensor_parallel", "autodiff", "array_api", "fsdp", "numpy_catalogue", "random",
-     "functions", "checkpoint"),
+     "functions", "checkpoint", "testing"),
     # the package's face and its example programs
     ("dtensor_np", "examples"),
 )
