@@ -51,6 +51,7 @@ STARTUP_TRIES = 2
 
 # Launcher variables that would make mpiexec think it runs inside another MPI job (see collectives.launch).
 _LAUNCHER_PREFIXES = ("PMI_", "PMIX_", "OMPI_", "MPI_LOCAL", "HYDRA_", "MV2_", "ALPS_", "PALS_")
+_OUTPUT_WAIT = 30.0  # seconds to wait for a finished cell's outputs
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _ENGINE_SETUP = """\
 def _dt_setup():
@@ -92,6 +93,10 @@ class RankError(RuntimeError):
         >>> RankError("rank 1: ValueError: boom")
         RankError('rank 1: ValueError: boom')
     """
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows: the ranks' tracebacks are printed above, the magic's own frames would be noise."""
+        return [f"RankError: {self}"]
 
 
 class _Ranks:
@@ -258,6 +263,7 @@ def run_cell(code: str, *, all_ranks: bool = False) -> None:
     view = ranks.client[ranks.engine_of_rank]
     result = view.execute(code, silent=False, block=False)
     result.wait()
+    result.wait_for_output(_OUTPUT_WAIT)  # the outputs travel apart from the replies and may come after them
     failed = []
     for rank in range(len(ranks.engine_of_rank) if all_ranks else 1):  # the view lists the engines by rank
         _stream(result.stdout[rank], rank, all_ranks, sys.stdout)

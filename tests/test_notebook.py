@@ -61,9 +61,10 @@ def test_all_prints_every_rank_under_its_rank(shell, capsys):
 
 
 def test_an_error_on_one_rank_is_shown_with_its_rank(shell, capsys):
-    with pytest.raises(notebook.RankError, match=r"^rank 1: ValueError: only on rank 1$"):
+    with pytest.raises(notebook.RankError, match=r"^rank 1: ValueError: only on rank 1$") as caught:
         shell.magics["dt"]("", "print('before')\nif MPI.COMM_WORLD.rank == 1:\n"
                                "    raise ValueError('only on rank 1')\nprint('after')")
+    assert caught.value._render_traceback_() == ["RankError: rank 1: ValueError: only on rank 1"]  # what IPython shows
     out = capsys.readouterr()
     assert out.out == "before\nafter\n"  # rank 0 ran the whole cell
     assert out.err.startswith("[rank 1] ValueError: only on rank 1\n") and "raise ValueError" in out.err
