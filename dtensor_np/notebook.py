@@ -3,7 +3,9 @@
 ``%dt_cluster 2`` starts 2 ipyparallel engines under the ``mpiexec`` next to
 this Python (the ``mpich`` wheel's), bounded by a start-up timeout (60 s a
 try, 2 tries), and stops them at kernel exit or on ``%dt_cluster stop``.
-A ``%%dt`` cell runs on every rank; rank 0's output shows (its prints, its
+From then on every cell runs on every rank (``%dt_cluster 2 --explicit``:
+only ``%%dt`` cells do; a cell that starts with a magic runs in the kernel);
+rank 0's output shows (its prints, its
 ``dt.visualize_sharding`` views, its plots), or every rank's with
 ``%%dt --all``; an error on any rank is shown with its rank and raised as
 :class:`RankError`. In those cells ``dt.init_device_mesh`` picks the MPI
@@ -12,8 +14,6 @@ ranks by adding the two lines::
 
     %load_ext dtensor_np.notebook
     %dt_cluster 2
-
-and ``%%dt`` at the top of each cell that works on DTensors.
 
 Example:
     >>> STARTUP_TIMEOUT, STARTUP_TRIES
@@ -115,6 +115,7 @@ class _Ranks:
 
 
 _RUNNING: Optional[_Ranks] = None
+_EVERY_CELL = False  # %dt_cluster without --explicit: every plain cell runs on the ranks
 
 
 def _find_mpiexec(mpiexec: Optional[str]) -> str:
@@ -285,23 +286,41 @@ def run_cell(code: str, *, all_ranks: bool = False) -> None:
 
 
 def _cluster_magic(line: str) -> None:
-    """``%dt_cluster N [--timeout SECONDS] [--tries K]`` starts N MPI ranks; ``%dt_cluster stop`` stops them."""
+    """``%dt_cluster N [--timeout SECONDS] [--tries K] [--explicit]`` starts N MPI ranks; ``%dt_cluster stop`` stops them.
+
+    From then on every cell runs on the ranks (one that starts with a magic, ``%`` or ``!`` runs in the kernel);
+    with ``--explicit`` only ``%%dt`` cells do.
+    """
+    global _EVERY_CELL
     words = line.split()
     if words == ["stop"]:
         stop_cluster()
         print("dt_cluster: stopped")
         return
+    explicit = "--explicit" in words
+    words = [w for w in words if w != "--explicit"]
     options = {"--timeout": STARTUP_TIMEOUT, "--tries": STARTUP_TRIES}
     try:
         n = int(words[0])
         for flag, value in zip(words[1::2], words[2::2], strict=True):
             options[flag] = type(options[flag])(value) if flag in options else _bad_flag(flag)
     except (IndexError, ValueError) as e:
-        raise ValueError(f"expected `%dt_cluster N [--timeout SECONDS] [--tries K]` or `%dt_cluster stop`, "
+        raise ValueError(f"expected `%dt_cluster N [--timeout SECONDS] [--tries K] [--explicit]` or `%dt_cluster stop`, "
                          f"got `%dt_cluster {line}`") from e
     started = time.perf_counter()
+    _EVERY_CELL = False
     start_cluster(n, timeout=options["--timeout"], tries=options["--tries"])
-    print(f"dt_cluster: {n} MPI ranks up in {time.perf_counter() - started:.1f} s; %%dt cells run on every rank")
+    _EVERY_CELL = not explicit
+    cells = "%%dt cells run" if explicit else "every cell runs (one starting with % runs here)"
+    print(f"dt_cluster: {n} MPI ranks up in {time.perf_counter() - started:.1f} s; {cells} on every rank")
+
+
+def _every_cell_on_ranks(lines: list[str]) -> list[str]:
+    """IPython's cleanup input transformer: while the ranks run every cell, a plain cell becomes a ``%%dt`` cell."""
+    first = next((line.lstrip() for line in lines if line.strip()), "")
+    if _RUNNING is None or not _EVERY_CELL or not first or first.startswith(("%", "!", "?")):
+        return lines
+    return ["%%dt\n", *lines]
 
 
 def _bad_flag(flag: str) -> Any:
@@ -329,6 +348,9 @@ def load_ipython_extension(shell: Any) -> None:
     """
     shell.register_magic_function(_cluster_magic, magic_kind="line", magic_name="dt_cluster")
     shell.register_magic_function(_dt_magic, magic_kind="cell", magic_name="dt")
+    transformers = getattr(shell, "input_transformers_cleanup", None)
+    if transformers is not None and _every_cell_on_ranks not in transformers:
+        transformers.append(_every_cell_on_ranks)
 
 
 def unload_ipython_extension(shell: Any) -> None:
@@ -338,3 +360,6 @@ def unload_ipython_extension(shell: Any) -> None:
         >>> unload_ipython_extension(None)
     """
     stop_cluster()
+    transformers = getattr(shell, "input_transformers_cleanup", None)
+    if transformers is not None and _every_cell_on_ranks in transformers:
+        transformers.remove(_every_cell_on_ranks)

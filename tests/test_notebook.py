@@ -23,6 +23,7 @@ class Shell:
     def __init__(self) -> None:
         self.magics: dict[str, object] = {}
         self.published: list[dict] = []
+        self.input_transformers_cleanup: list = []
         self.display_pub = self
 
     def register_magic_function(self, func, magic_kind, magic_name):
@@ -85,6 +86,15 @@ def test_rank_0s_sharding_view_and_plot_are_displayed(shell, capsys, monkeypatch
     assert shell.published[0]["image/png"]  # a PNG from rank 0's inline backend
 
 
+def test_every_plain_cell_goes_to_the_ranks_and_a_magic_cell_stays(shell):
+    """What IPython does to a cell's lines before running it, after `%dt_cluster 2` (without --explicit)."""
+    assert shell.started.endswith("; every cell runs (one starting with % runs here) on every rank\n")
+    [transform] = shell.input_transformers_cleanup
+    assert transform(["\n", "x = 1\n"]) == ["%%dt\n", "\n", "x = 1\n"]
+    for kept in (["%dt_cluster stop\n"], ["%%dt --all\n", "x\n"], ["  !ls\n"], ["\n"]):
+        assert transform(kept) == kept
+
+
 def test_the_magics_refuse_bad_arguments(shell):
     with pytest.raises(ValueError, match=r"^expected `%dt_cluster N .*got `%dt_cluster two`$"):
         shell.magics["dt_cluster"]("two")
@@ -99,6 +109,7 @@ def test_stop_then_a_cell_says_to_start_a_cluster(shell, capsys):
     assert capsys.readouterr().out == "dt_cluster: stopped\n"
     with pytest.raises(RuntimeError, match="run %dt_cluster N first"):
         shell.magics["dt"]("", "print(1)")
+    assert shell.input_transformers_cleanup[0](["x = 1\n"]) == ["x = 1\n"]  # cells run in the kernel again
 
 
 def test_engines_that_cannot_come_up_in_time_raise_after_the_stated_tries(shell):
