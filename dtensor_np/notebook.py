@@ -8,7 +8,7 @@ only ``%%dt`` cells do; a cell that starts with a magic runs in the kernel);
 rank 0's output shows (its prints, its
 ``dt.visualize_sharding`` views, its plots), or every rank's with
 ``%%dt --all``; an error on any rank is shown with its rank and raised as
-:class:`RankError`. In those cells ``dt.init_device_mesh`` picks the MPI
+:class:`RankError`, and so is a rank still running after ``%%dt --timeout S``. In those cells ``dt.init_device_mesh`` picks the MPI
 backend by itself, so a notebook written for simulated ranks runs on real
 ranks by adding the two lines::
 
@@ -51,6 +51,7 @@ STARTUP_TRIES = 2
 
 # Launcher variables that would make mpiexec think it runs inside another MPI job (see collectives.launch).
 _LAUNCHER_PREFIXES = ("PMI_", "PMIX_", "OMPI_", "MPI_LOCAL", "HYDRA_", "MV2_", "ALPS_", "PALS_")
+_POLL = 0.5  # seconds between checks that the engines still run, while a cell runs
 _OUTPUT_WAIT = 30.0  # seconds to wait for a finished cell's outputs
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _ENGINE_SETUP = """\
@@ -243,12 +244,32 @@ def _stream(text: str, rank: int, every_rank: bool, file: Any) -> None:
         print(text, end="" if text.endswith("\n") else "\n", file=file)
 
 
-def run_cell(code: str, *, all_ranks: bool = False) -> None:
+def _wait(result: Any, ranks: _Ranks, timeout: Optional[float]) -> None:
+    """Wait for every rank to finish the cell: while the engines live, and at most ``timeout`` seconds when given."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not result.wait(_POLL):
+        if not all(engines.running for engines in ranks.cluster.engines.values()):
+            log = _engine_log(ranks.cluster)
+            stop_cluster()
+            raise RankError(f"the MPI engines exited while the cell ran; %dt_cluster N starts new ones. Engine log:\n{log}")
+        if deadline is not None and time.monotonic() > deadline:
+            waiting = [rank for rank, msg_id in enumerate(result.msg_ids) if msg_id in ranks.client.outstanding]
+            stop_cluster()
+            raise RankError(
+                f"expected every rank to finish the cell within {timeout:g} s, got ranks {waiting} still running "
+                "(a collective that another rank skipped waits forever): stopped the engines, "
+                "%dt_cluster N starts new ones"
+            )
+
+
+def run_cell(code: str, *, all_ranks: bool = False, timeout: Optional[float] = None) -> None:
     """Run ``code`` on every rank (a ``%%dt`` cell); show rank 0's output, or every rank's, and raise any rank's error.
 
     Outputs are shown once the cell has finished on every rank. When a rank
     raises, its traceback is printed under ``[rank r]`` and :class:`RankError`
-    names every rank that raised.
+    names every rank that raised. With a ``timeout`` (``%%dt --timeout S``),
+    ranks still running after it are named in a :class:`RankError` and the
+    engines are stopped (stuck in a collective, they would run nothing else).
 
     Example:
         >>> run_cell("print(1)")
@@ -263,7 +284,7 @@ def run_cell(code: str, *, all_ranks: bool = False) -> None:
     ranks = _RUNNING
     view = ranks.client[ranks.engine_of_rank]
     result = view.execute(code, silent=False, block=False)
-    result.wait()
+    _wait(result, ranks, timeout)
     result.wait_for_output(_OUTPUT_WAIT)  # the outputs travel apart from the replies and may come after them
     failed = []
     for rank in range(len(ranks.engine_of_rank) if all_ranks else 1):  # the view lists the engines by rank
@@ -328,11 +349,16 @@ def _bad_flag(flag: str) -> Any:
 
 
 def _dt_magic(line: str, cell: str) -> None:
-    """``%%dt`` runs the cell on every rank and shows rank 0's output; ``%%dt --all`` shows every rank's."""
+    """``%%dt [--all] [--timeout SECONDS]`` runs the cell on every rank; rank 0's output, every rank's with ``--all``."""
     words = line.split()
-    if words not in ([], ["--all"]):
-        raise ValueError(f"expected `%%dt` or `%%dt --all`, got `%%dt {line}`")
-    run_cell(cell, all_ranks=bool(words))
+    all_ranks = "--all" in words
+    words = [w for w in words if w != "--all"]
+    try:
+        [flag, value] = words or ["--timeout", "inf"]
+        timeout = float(value) if flag == "--timeout" and float(value) > 0 else _bad_flag(flag)
+    except ValueError as e:
+        raise ValueError(f"expected `%%dt [--all] [--timeout SECONDS]`, got `%%dt {line}`") from e
+    run_cell(cell, all_ranks=all_ranks, timeout=None if timeout == float("inf") else timeout)
 
 
 def load_ipython_extension(shell: Any) -> None:

@@ -106,10 +106,20 @@ def test_every_plain_cell_goes_to_the_ranks_and_a_magic_cell_stays(shell):
 def test_the_magics_refuse_bad_arguments(shell):
     with pytest.raises(ValueError, match=r"^expected `%dt_cluster N .*got `%dt_cluster two`$"):
         shell.magics["dt_cluster"]("two")
-    with pytest.raises(ValueError, match=r"^expected `%%dt` or `%%dt --all`, got `%%dt --every`$"):
-        shell.magics["dt"]("--every", "print(1)")
+    for line in ("--every", "--timeout", "--all --timeout 0", "--timeout 1 2"):
+        with pytest.raises(ValueError, match=rf"^expected `%%dt \[--all\] \[--timeout SECONDS\]`, got `%%dt {line}`$"):
+            shell.magics["dt"](line, "print(1)")
     with pytest.raises(ValueError, match=r"got 0$"):
         notebook.start_cluster(0)
+
+
+def test_a_cell_stuck_on_one_rank_is_named_after_its_timeout_and_the_engines_stop(shell):
+    with pytest.raises(notebook.RankError) as caught:
+        shell.magics["dt"]("--timeout 2", "if MPI.COMM_WORLD.rank == 0:\n    MPI.COMM_WORLD.Barrier()  # rank 1 skips it")
+    assert str(caught.value) == ("expected every rank to finish the cell within 2 s, got ranks [0] still running "
+                                 "(a collective that another rank skipped waits forever): stopped the engines, "
+                                 "%dt_cluster N starts new ones")
+    assert notebook._RUNNING is None
 
 
 def test_stop_then_a_cell_says_to_start_a_cluster(shell, capsys):
