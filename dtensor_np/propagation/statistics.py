@@ -284,6 +284,8 @@ def _moments_rule(root: bool) -> OpRule:
         dtype = given.pop("dtype", None)
         no_more_arguments(f"numpy.{func.__name__}", given)
         axes = normalize_axes(axis, a.ndim)
+        if not isinstance(ddof, (int, float, np.integer, np.floating)):  # NumPy's TypeError family ('a', None)
+            raise TypeError(f"numpy.{func.__name__}: expected ddof as a number, got {type(ddof).__name__} {ddof!r}")
         return (a,), (root, axes, float(ddof) if isinstance(ddof, float) else int(ddof), keepdims,
                       None if dtype is None else np.dtype(dtype))
 
