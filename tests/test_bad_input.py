@@ -459,6 +459,11 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
     cat.raises("optim.sgd('a')", TypeError, r"sgd: expected lr as a real number", lambda: dt.optim.sgd("a"))
     cat.raises("x.item() inside dt.trace", TypeError, r"x\.item\(\) needs the value of a traced array",
                lambda: dt.trace(lambda v: v.item(), dt.ShapeDtype((), "float64")))
+    plan = dt.plan_redistribute(x.spec, x.spec.with_placements((R,)))
+    cat.raises("explain with a placement string for the spec", TypeError, r"expected the source DTensorSpec second",
+               lambda: dt.explain(plan, "R"))
+    cat.raises("explain with its arguments swapped", TypeError, r"expected the source DTensorSpec second",
+               lambda: dt.explain(x.spec, plan))
     cat.raises("an op with no rule (sliding_window_view)", ShardingError,
                r"no sharding rule for numpy\.lib\.stride_tricks\.sliding_window_view: call it on x\.full_tensor\(\)",
                lambda: np.lib.stride_tricks.sliding_window_view(x, 1, axis=0))
