@@ -449,7 +449,8 @@ class DTensor(NDArrayOperatorsMixin):
         result = dispatch_ufunc(ufunc, method, inputs, kwargs, key)
         if key is None and method == "__call__":  # views or strided inputs: NumPy's order="K" for the result
             result = _HOOKS.layout(ufunc, inputs, result)
-        return result if out is None else _rebind_outputs(out, result, ufunc.__name__, kwargs.get("casting"))
+        casting = kwargs.get("casting") or ("unsafe" if method != "__call__" else None)  # reductions cast unsafely
+        return result if out is None else _rebind_outputs(out, result, ufunc.__name__, casting)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         """NumPy's functions on DTensors: through their sharding rules, composites or views."""
@@ -473,7 +474,8 @@ class DTensor(NDArrayOperatorsMixin):
             result = view(args, kwargs, result)
         elif key is None:
             result = _HOOKS.layout(func, args, result)
-        return result if out is None else _rebind_outputs(out, result, getattr(func, "__name__", "?"), None)
+        casting = "unsafe" if func in _UNSAFE_OUT else None
+        return result if out is None else _rebind_outputs(out, result, getattr(func, "__name__", "?"), casting)
 
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
         """``np.asarray(x)``: the whole array on every rank, as a new NumPy array (an implicit gather, which warns
@@ -1010,6 +1012,13 @@ def readonly(array: Any) -> Any:
 def register_namespace_factory(make: Any) -> None:
     """Give ``DTensor.__array_namespace__`` the function ``mesh -> namespace`` for arrays made outside a namespace."""
     _NAMESPACE_FACTORY[:] = [make]
+
+
+_UNSAFE_OUT = frozenset({np.sum, np.mean, np.max, np.min, np.amax, np.amin, np.prod, np.var, np.nansum, np.nanmax,
+                         np.nanmin, np.nanprod, np.any, np.all, np.median, np.cumsum, np.cumprod, np.nancumsum,
+                         np.nancumprod, np.trace, np.argmax, np.argmin})
+"""NumPy functions whose result NumPy casts into ``out=`` whatever the dtypes (its reductions: ``casting='unsafe'``,
+``np.sum(x, axis=0, out=int_array)`` truncates); every other ``out=`` follows ``same_kind``."""
 
 
 def _rebind_outputs(out: Any, result: Any, name: str, casting: Optional[str]) -> Any:

@@ -84,6 +84,15 @@ class AdamState:
     nu: Any
 
 
+def _check_hyperparameters(name: str, **values: Any) -> None:
+    """Every hyperparameter a real number >= 0 (bools refused), else a TypeError/ValueError naming it."""
+    for key, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{name}: expected {key} as a real number, got {type(value).__name__} {value!r}")
+        if not value >= 0:
+            raise ValueError(f"{name}: expected {key} >= 0, got {value!r}")
+
+
 def sgd(lr: float, momentum: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0) -> Optimizer:
     """Stochastic gradient descent, with (Nesterov) momentum and L2 weight decay as PyTorch's ``SGD``.
 
@@ -93,6 +102,8 @@ def sgd(lr: float, momentum: float = 0.0, nesterov: bool = False, weight_decay: 
         >>> p.tolist()
         [1.5]
     """
+
+    _check_hyperparameters("sgd", lr=lr, momentum=momentum, weight_decay=weight_decay)
 
     def init(params: Any) -> SgdState:
         return SgdState(tree_map(np.zeros_like, params) if momentum else None)
@@ -119,6 +130,8 @@ def adamw(lr: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weig
         >>> p.round(6).tolist(), s.step
         ([-0.1], 1)
     """
+
+    _check_hyperparameters("adamw", lr=lr, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay)
 
     def init(params: Any) -> AdamState:
         return AdamState(0, tree_map(np.zeros_like, params), tree_map(np.zeros_like, params))

@@ -370,6 +370,12 @@ def explain(plan: tuple[Step, ...], src_spec: DTensorSpec) -> str:
         >>> explain(dt.plan_redistribute(src, src.with_placements((dt.Replicate(),))), src)
         'S(0)->R'
     """
+    if not isinstance(src_spec, DTensorSpec):
+        raise TypeError(f"explain(plan, src_spec): expected the source DTensorSpec second, got "
+                        f"{type(src_spec).__name__} {src_spec!r:.60}")
+    if not isinstance(plan, tuple) or not all(isinstance(step, Step) for step in plan):
+        raise TypeError(f"explain(plan, src_spec): expected the plan of plan_redistribute first, got "
+                        f"{type(plan).__name__} {plan!r:.60}")
     text = "->".join([str(src_spec)] + [str(step.after) for step in plan])
     return text + _METHOD_NOTES.get(getattr(plan, "method", "exact"), "")
 

@@ -38,7 +38,13 @@ _COLORS = (
 
 
 def _spec_of(x: Any) -> DTensorSpec:
-    return x if isinstance(x, DTensorSpec) else x.spec
+    if isinstance(x, DTensorSpec):
+        return x
+    spec = getattr(x, "spec", None)
+    if not isinstance(spec, DTensorSpec):
+        raise TypeError(f"expected a DTensor or a DTensorSpec to show its sharding, got {type(x).__module__}."
+                        f"{type(x).__name__} (a plain array is on one device: distribute it first)")
+    return spec
 
 
 def sharding_table(x: Any) -> list[dict[str, Any]]:

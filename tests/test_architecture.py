@@ -37,9 +37,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("indexing", "dtensor", "views", "visualize"),
     # programs over arrays: graphs, passes, transformations, the Array API namespace
     ("graph", "passes", "optim", "tensor_parallel", "autodiff", "array_api", "fsdp", "numpy_catalogue", "random",
-     "functions", "checkpoint"),
-    # the package's face and its example programs
-    ("dtensor_np", "examples"),
+     "functions", "checkpoint", "testing"),
+    # the package's face, its example programs and its Jupyter extension
+    ("dtensor_np", "examples", "notebook"),
 )
 """The layers, lowest first: a group is a top-level module or subpackage of ``dtensor_np`` (``collectives`` is one)."""
 

@@ -69,6 +69,7 @@ def test_every_guide_page_has_examples():
 
 
 PUBLIC = ["dtensor_np", "dtensor_np.array_api", "dtensor_np.passes", "dtensor_np.optim", "dtensor_np.checkpoint",
+          "dtensor_np.testing", "dtensor_np.notebook",
           "collectives"]
 
 

@@ -17,6 +17,7 @@ import collectives
 import dtensor_np as dt
 from dtensor_np import Partial, Replicate, Shard
 from dtensor_np.planner import count_collectives
+from dtensor_np.testing import assert_dtensor_equal, raises_on_all_ranks
 
 from strategies import DTYPES, full_array, mesh_shapes, placements, tensor_shapes
 
@@ -134,7 +135,7 @@ def test_collective_counts_at_run_time(world):
         with dt.comm_counter() as c:
             y = x.redistribute(target)
         assert sum(c.counts.values()) == expected, (target, c.counts)
-        np.testing.assert_array_equal(y.full_tensor(), full)
+        assert_dtensor_equal(y, full, rtol=0, placements=target)  # each rank its block, no gather
     with dt.comm_counter() as c:
         x.redistribute([Shard(0), Shard(1)])
     assert sum(c.counts.values()) == 0
@@ -146,10 +147,9 @@ def test_from_local_round_trip_and_shape_inference(world):
     full = full_array((2 * world.size + 1, 3), "float64", 1)  # uneven: torch.chunk sizes
     x = dt.distribute_tensor(full, mesh, [Shard(0)])
     y = dt.DTensor.from_local(x.to_local(), mesh, [Shard(0)])
-    assert y.shape == full.shape
-    np.testing.assert_array_equal(y.full_tensor(), full)
+    assert_dtensor_equal(y, full, rtol=0, placements=[Shard(0)])  # the shape too
     z = dt.DTensor.from_local(x.to_local(), mesh, [Shard(0)], shape=full.shape)
-    np.testing.assert_array_equal(z.full_tensor(), full)
+    assert_dtensor_equal(z, full, rtol=0)
 
 
 @pytest.mark.worlds(simulated=(2,), mpi=(2, 4))
@@ -165,9 +165,9 @@ def test_from_local_bad_shard_raises_on_every_rank(world):
             return fn(ranks[0])
         return {r: fn(r) for r in ranks}
 
-    with pytest.raises(dt.ShardingError, match="disagree"):
+    with raises_on_all_ranks(dt.ShardingError, match="disagree"):  # every rank, not only rank 1
         dt.DTensor.from_local(build(lambda r: local_for(r, "float32" if r == 1 else "float64")), mesh, [Shard(0)])
-    with pytest.raises(dt.ShardingError, match="do not tile|expected"):
+    with raises_on_all_ranks(dt.ShardingError, match="do not tile|expected"):
         dt.DTensor.from_local(build(lambda r: local_for(r, rows=3 if r == 1 else 2)), mesh, [Shard(0)], shape=(2 * world.size, 3))
     with pytest.raises((dt.ShardingError, TypeError)):
         dt.DTensor.from_local(build(lambda r: np.array(["a"]) if r == 1 else np.zeros(1)), mesh, [Shard(0)])
@@ -188,8 +188,8 @@ def test_simulated_to_local_is_a_per_rank_object():
         np.asarray(local)
 
 
-def test_dtensor_is_immutable_and_redistribute_returns_new_values():
-    mesh = dt.DeviceMesh((2,))
+@pytest.mark.world_sizes(1, 2)  # the pytest plugin's `mesh` (simulated; also under mpiexec with --dt-mpi)
+def test_dtensor_is_immutable_and_redistribute_returns_new_values(mesh):
     x = dt.distribute_tensor(np.arange(4.0), mesh, [Shard(0)])
     y = x.redistribute([R])
     assert x.placements == (Shard(0),) and y.placements == (R,)

@@ -11,7 +11,7 @@ or NumPy scalar where NumPy gives one), on every rank, the untouched and replica
 "no collective along untouched axes" over every name), and on 2 ranks the
 result's placements and the collectives counted are those the documentation's
 table says (``docs/numpy_api.json``: the collective counts of every rule).  Simulated on 1 to 4
-ranks; under ``mpiexec -n 2`` one job per module of cases.
+ranks; under ``mpiexec -n 2`` one job for every case.
 """
 
 from __future__ import annotations
@@ -86,13 +86,13 @@ def _placements(case: Case) -> list[tuple[str, Any]]:
     return out
 
 
-def _run_group(world: Any, group: str, xp: Any) -> None:
-    """Every case of ``group`` on shards of ``xp`` (NumPy, or CuPy on a GPU) against NumPy; fails every rank
+def _run_groups(world: Any, groups: Any, xp: Any) -> None:
+    """Every case of ``groups`` on shards of ``xp`` (NumPy, or CuPy on a GPU) against NumPy; fails every rank
     together with the first 20 differences."""
     mesh = dt.DeviceMesh((world.size,), backend=world.kind)
     errors: list[str] = []
     for case_group, name, case in catalogue_cases():
-        if case_group != group:
+        if case_group not in groups:
             continue
         a = case.input()
         with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -129,18 +129,23 @@ def _run_group(world: Any, group: str, xp: Any) -> None:
     assert not errors, "\n".join(errors[:20]) + (f"\n... and {len(errors) - 20} more" if len(errors) > 20 else "")
 
 
-@pytest.mark.worlds(simulated=(1, 2, 3, 4), mpi=(2,))
+@pytest.mark.worlds(simulated=(1, 2, 3, 4), mpi=())
 @pytest.mark.parametrize("group", GROUPS)
 def test_every_covered_name_matches_numpy(world, group):
-    _run_group(world, group, np)
+    _run_groups(world, {group}, np)
+
+
+@pytest.mark.worlds(simulated=(), mpi=(2,))
+def test_every_covered_name_matches_numpy_under_mpi(world):
+    """Every group in one ``mpiexec -n 2`` job (one job instead of one per group: the suite's wall time)."""
+    _run_groups(world, set(GROUPS), np)
 
 
 @pytest.mark.gpu
 @pytest.mark.worlds(simulated=(2, 4), mpi=(2,) if HAS_CUPY else ())
-@pytest.mark.parametrize("group", GROUPS)
-def test_every_covered_name_matches_numpy_on_cupy_shards(world, cupy, group):
+def test_every_covered_name_matches_numpy_on_cupy_shards(world, cupy):
     """The same cases on CuPy shards (a GPU lent: skipped cleanly without CuPy or a CUDA device)."""
-    _run_group(world, group, cupy)
+    _run_groups(world, set(GROUPS), cupy)
 
 
 def test_every_rule_and_composite_has_a_case():

@@ -41,6 +41,7 @@ from ..graph.graph import Graph
 from ..graph.ir import ShapeDtype
 from ..graph.pytree import TreeDef, flatten, unflatten
 from ..graph.tracer import trace
+from ..int_tuple import is_integer
 from ..passes.pruning import prune
 from ..placements import Replicate
 from ..planner import backward_target
@@ -54,7 +55,15 @@ ArgNums = Union[int, Sequence[int]]
 
 
 def _argnums(argnums: ArgNums) -> tuple[int, ...]:
-    return (argnums,) if isinstance(argnums, (int, np.integer)) else tuple(int(a) for a in argnums)
+    """``argnums`` as a tuple of distinct ints (as JAX takes it); anything else a TypeError, a repeat a
+    ShardingError, before anything is traced."""
+    items = (argnums,) if isinstance(argnums, (int, np.integer)) else argnums
+    if not isinstance(items, (tuple, list)) or not items or not all(is_integer(a) for a in items):
+        raise TypeError(f"argnums must be an int or a non-empty tuple of ints, got {argnums!r}")
+    nums = tuple(int(a) for a in items)
+    if len(set(nums)) != len(nums):
+        raise ShardingError(f"expected distinct argnums, got {argnums!r}")
+    return nums
 
 
 def _abstract(leaf: Any) -> Any:
@@ -144,6 +153,9 @@ def value_and_grad(fn: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool =
     def wrapped(*args: Any) -> Any:
         value, grads = _run(fn, args, nums, seeds=False, has_aux=has_aux)  # the aux gets no cotangent
         if has_aux:
+            if not isinstance(value, (tuple, list)) or len(value) != 2:
+                raise TypeError(f"has_aux=True: expected the function to return a pair (scalar output, aux), "
+                                f"got {type(value).__name__}")
             value = tuple(value)
         _check_scalar(value[0] if has_aux else value)
         return value, _structured(grads, args, nums)
@@ -191,5 +203,10 @@ def vjp(fn: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tup
 
 
 def _check_scalar(value: Any) -> None:
+    if not hasattr(value, "shape") and not isinstance(value, (float, int, np.number)) or isinstance(value, bool):
+        raise TypeError(f"grad needs a function returning a scalar, got {type(value).__name__}")
     if getattr(value, "shape", ()) != ():
         raise TypeError(f"grad needs a function returning a scalar, got an array of shape {value.shape}")
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and np.dtype(dtype).kind not in "fc":
+        raise TypeError(f"grad needs a function returning a float scalar, got dtype {dtype}")

@@ -352,6 +352,15 @@ class Tracer(NDArrayOperatorsMixin):
     def __complex__(self) -> complex:
         return self._no_value("complex()")
 
+    def item(self, *args: Any) -> Any:
+        return self._no_value("x.item()")
+
+    def tolist(self) -> Any:
+        return self._no_value("x.tolist()")
+
+    def nonzero(self) -> Any:
+        return self._no_value("x.nonzero() (its result's shape depends on the values)")
+
     def __repr__(self) -> str:
         return f"Tracer({self.aval})"
 

@@ -284,17 +284,18 @@ def _moments_rule(root: bool) -> OpRule:
         no_more_arguments(f"numpy.{func.__name__}", given)
         # NumPy's var/std count the axes' items (an axis out of range raises), compare ddof, then reduce (a
         # repeated axis and keepdims= raise there)
-        ddof_ok = isinstance(ddof, (int, float, np.integer, np.floating))
+        ddof_ok = isinstance(ddof, (int, float, np.integer, np.floating))  # NumPy's TypeError family ('a', None)
+        ddof_error = f"numpy.{func.__name__}: expected ddof as a number, got {type(ddof).__name__} {ddof!r}"
         try:
             axes = normalize_axes(axis, a.ndim)
         except np.exceptions.AxisError:
             raise
         except (TypeError, ValueError):
             if not ddof_ok:
-                raise TypeError(f"numpy.{func.__name__}: expected a number for ddof, got {type(ddof).__name__}") from None
+                raise TypeError(ddof_error) from None
             raise
         if not ddof_ok:
-            raise TypeError(f"numpy.{func.__name__}: expected a number for ddof, got {type(ddof).__name__}")
+            raise TypeError(ddof_error)
         keepdims = False if keepdims is np._NoValue else keepdims_flag(keepdims)  # type: ignore[attr-defined]
         return (a,), (root, axes, float(ddof) if isinstance(ddof, float) else int(ddof), keepdims,
                       None if dtype is None else np.dtype(dtype))
