@@ -68,3 +68,18 @@ def write_rows(rows: list[dict[str, Any]], path: Optional[str]) -> None:
         with open(path, "w") as f:
             json.dump(rows, f, indent=1)
         print(f"wrote {len(rows)} rows to {path}")
+
+
+AGREEMENT_MODES = {"on": (True,), "off": (False,), "both": (True, False)}
+
+
+def add_agreement_option(parser: argparse.ArgumentParser) -> None:
+    """``--agreement on|off|both``: the default agreement before every collective (``both``: each row twice)."""
+    parser.add_argument("--agreement", choices=tuple(AGREEMENT_MODES), default="on",
+                        help="the default SPMD agreement before every MPI collective (collectives.spmd): on, off, "
+                        "or both (every row measured with it on, then off, in the same run; default on)")
+
+
+def agreement_modes(args: argparse.Namespace) -> tuple[bool, ...]:
+    """The agreement settings to measure each row with (see ``add_agreement_option``)."""
+    return AGREEMENT_MODES[args.agreement]

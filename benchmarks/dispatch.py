@@ -6,6 +6,7 @@ Run (2 ranks under MPI, or simulated ranks in one process)::
     python benchmarks/dispatch.py --ranks 2 --json OUT_SIM.json      # simulated, 2 ranks
     mpiexec -n 2 python benchmarks/dispatch.py --quick                 # a short run
     mpiexec -n 2 python benchmarks/dispatch.py --ops "x + x,x.T"       # some rows only
+    mpiexec -n 2 python benchmarks/dispatch.py --agreement both        # each row with the default agreement on, off
 
 ``x`` is a 64x64 float64 array placed ``Shard(0)`` (32x64 per rank on 2 ranks),
 ``w`` a 64x64 float64 ``Replicate``.  For every op the DTensor call and the same
@@ -41,11 +42,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from cli import write_rows  # noqa: E402  (next to this script)
+from cli import add_agreement_option, agreement_modes, write_rows  # noqa: E402  (next to this script)
 from timing import timed_with  # noqa: E402
 
 import dtensor_np as dt  # noqa: E402
 import collectives  # noqa: E402
+from collectives.spmd import default_agreement  # noqa: E402
 
 N = 64
 
@@ -147,6 +149,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ranks", type=int, default=2, help="simulated ranks when not under mpiexec (default 2)")
     parser.add_argument("--ops", help="comma-separated ops (default: all): " + "; ".join(OPS))
     parser.add_argument("--quick", action="store_true", help="short run: 200 calls per median")
+    add_agreement_option(parser)
     args = parser.parse_args(argv)
     iters = args.iters if args.iters is not None else (200 if args.quick else 1000)
     names = list(OPS)
@@ -188,15 +191,17 @@ def main(argv: list[str] | None = None) -> None:
         print(f"# python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}", flush=True)
         print(f"{'op':<22} {'local us':>9} {'dtensor us':>11} {'overhead us':>12}", flush=True)
     rows = []
-    for name in names:
-        check(name, x, w, full_x, full_w)
-        local_us, dtensor_us = run_op(name, x, w, iters, args.repeats, barrier, to_slowest)
+    for name, agree in ((name, agree) for name in names for agree in agreement_modes(args)):
+        with default_agreement(agree):
+            check(name, x, w, full_x, full_w)
+            local_us, dtensor_us = run_op(name, x, w, iters, args.repeats, barrier, to_slowest)
         row = {"op": name, "backend": backend, "ranks": ranks, "local_us": round(local_us, 3),
                "dtensor_us": round(dtensor_us, 3), "overhead_us": round(dtensor_us - local_us, 3),
-               "iters": iters, "repeats": args.repeats}
+               "iters": iters, "repeats": args.repeats, "agreement": agree}
         rows.append(row)
         if rank == 0:
-            print(f"{name:<22} {local_us:9.2f} {dtensor_us:11.2f} {dtensor_us - local_us:12.2f}", flush=True)
+            print(f"{name + ('' if agree else ' (no agreement)'):<22} {local_us:9.2f} {dtensor_us:11.2f} "
+                  f"{dtensor_us - local_us:12.2f}", flush=True)
     if rank == 0:
         write_rows(rows, args.json)
 

@@ -6,6 +6,8 @@ Run (2 ranks: the 1-D transitions; 4 ranks: the 2x2-mesh transitions)::
     mpiexec -n 4 python benchmarks/redistribute.py --json OUT4.json
     mpiexec -n 2 python benchmarks/redistribute.py --quick          # a short run
     mpiexec -n 2 python benchmarks/redistribute.py --quick --profile prof/   # + pyinstrument reports
+    mpiexec -n 2 python benchmarks/redistribute.py --quick --agreement both  # each row with the default
+                                                                             # agreement on, then off
 
 ``--json`` writes a list of rows ``{"transition", "bytes", "ranks",
 "dtensor_us", "raw_mpi_us", "ratio", ...}``; ``bytes`` is the size of the
@@ -57,10 +59,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from mpi4py import MPI  # noqa: E402
 
-from cli import add_size_options, chosen_sizes, format_size, global_shape, write_rows  # noqa: E402  (next to this script)
+from cli import add_agreement_option, add_size_options, agreement_modes, chosen_sizes, format_size, global_shape, write_rows  # noqa: E402,E501  (next to this script)
 from timing import pooled_rounds, timed  # noqa: E402
 
 import dtensor_np as dt  # noqa: E402
+from collectives.spmd import default_agreement  # noqa: E402
 from dtensor_np import Partial, Replicate, Shard  # noqa: E402
 
 DTYPE = np.float32
@@ -298,6 +301,7 @@ def main(argv: list[str] | None = None) -> None:
                         "buffers (column control_ratio = raw2 / raw): the run-to-run floor of the ratio")
     parser.add_argument("--profile", metavar="DIR", help="after each row, profile the DTensor side with "
                         "pyinstrument (rank 0) and write a text report per row into DIR")
+    add_agreement_option(parser)
     args = parser.parse_args(argv)
 
     comm = MPI.COMM_WORLD
@@ -334,13 +338,16 @@ def main(argv: list[str] | None = None) -> None:
               flush=True)
     rows = []
     for case in cases:
-        for size in sizes:
-            row = run_case(case, size, comm, subcomms, budget, min_iters, args.max_iters, args.profile,
-                           args.control, max(1, args.rounds))
+        for size, agree in ((size, agree) for size in sizes for agree in agreement_modes(args)):
+            with default_agreement(agree):
+                row = run_case(case, size, comm, subcomms, budget, min_iters, args.max_iters, args.profile,
+                               args.control, max(1, args.rounds))
+            row["agreement"] = agree
             gc.collect()  # the row's arrays went with run_case's frame; nothing else to free
             rows.append(row)
             if comm.rank == 0:
-                print(f"{row['transition']:<20} {format_size(size):>8}  dtensor {row['dtensor_us']:10.1f} us  "
+                print(f"{row['transition']:<20} {format_size(size):>8} {'agree' if agree else 'no-agree':>8}  "
+                      f"dtensor {row['dtensor_us']:10.1f} us  "
                       f"raw {row['raw_mpi_us']:10.1f} us  ratio {row['ratio']:5.2f}  plan {row['plan_us']:.2f} us"
                       + (f"  control {row['control_ratio']:.2f}" if "control_ratio" in row else ""),
                       flush=True)

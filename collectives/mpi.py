@@ -61,7 +61,7 @@ from .handles import Handle
 from .ops import OPS, CollectiveOp, MpiCall
 from .packing import new_array
 from .reduce_ops import raise_fp_events, take_fp_events
-from .spmd import SpmdError, call_site, checking
+from .spmd import SpmdError, agreeing, call_site, checking, pending
 from .threads import share_cores_among_ranks
 from .watchdog import start_watchdog
 from .types import Array, Groups, Shards
@@ -129,6 +129,7 @@ class MpiBackend(Backend):
             service = _SERVICE[self.comm.handle] = self.comm.Dup()
         self._service = service
         self._checked_calls = 0
+        self._agreed = np.empty((self.world_size, 3), np.int64)  # the default agreement's buffer (one call at a time)
         install_abort_on_error(MPI.COMM_WORLD)
         if comm is None:
             start_watchdog(self.comm, service)
@@ -184,6 +185,8 @@ class MpiBackend(Backend):
                 raise
             error = exc
         if check:
+            if not checking:  # every collective starts with the same small call (see ``agree``)
+                self.agree_on(call_fingerprint(kind, team.all_groups, frozen(arguments)), describe)
             self._agree(team, kind, x, error, op)
         return self.prepare(kind, groups, {self.rank: x.shape}, x.dtype, **arguments), {self.rank: x}
 
@@ -205,15 +208,61 @@ class MpiBackend(Backend):
         self._service.Allgather(mine, rows)
         if (rows[:, :2] == mine[:2]).all():
             return
-        text = f"{describe()} at {site} (collective #{self._checked_calls} of this rank)".encode()[:_SPMD_TEXT]
+        self._raise_spmd(
+            f"{describe()} at {site} (collective #{self._checked_calls} of this rank)",
+            "SPMD check: the ranks do not issue the same collective from the same line (they took different "
+            "paths through the program; without the check they would hang or pair the wrong calls)",
+        )
+
+    def agree(self, mine: np.ndarray, everyone: bytes, group: tuple[int, ...], describe: Callable[[], str]) -> None:
+        """The default agreement (see :mod:`collectives.spmd`): the world makes the same call, or all raise.
+
+        ``mine`` is (the call's fingerprint, its shape's) as two int64, and
+        ``everyone`` the bytes of ``world_size`` copies of ``mine``: one
+        ``Allgather`` over the world (about half the time of a small ``Allreduce``
+        here), then one bytes compare.  When that differs, the call fingerprints
+        must still be equal world-wide and the shape fingerprints within this
+        rank's ``group`` (other groups may hold other shapes).  On a mismatch
+        every rank raises :class:`~collectives.spmd.SpmdError` naming each rank's
+        ``describe()`` and call site (a second, rare ``Allgather``).
+        """
+        out = self._agreed
+        if pending:  # this rank raised in its previous call (``spmd.note_local_error``): the others learn it here
+            pending.clear()
+            mine = mine.copy()
+            mine[2] = 1
+        self._service.Allgather(mine, out)
+        if out.tobytes() == everyone:
+            return
+        same = bool((out[:, 0] == mine[0]).all() and (out[list(group), 1] == mine[1]).all())
+        raised = out[:, 2].nonzero()[0].tolist()
+        if raised and len(raised) < self.world_size:
+            if mine[2] and not same:  # the others are still in the call that raised here: they raise, this rank retries
+                return self.agree(_without_flag(mine), everyone, group, describe)
+            raise SpmdError(
+                f"rank(s) {raised} raised an error in their previous call that the other ranks did not have (their "
+                f"input differed); every rank raises {'here, at the next collective' if same else 'in that call'}, "
+                f"and the ranks stay in step (this rank: {describe()} at {call_site(2)})")
+        if not same:
+            self._raise_spmd(
+                f"{describe()} at {call_site(2)}",
+                "the ranks issue different collectives (or pass inputs that do not fit each other): every rank "
+                "raises here, before any data moves, and the ranks stay in step",
+            )
+
+    def agree_on(self, fingerprint: int, describe: Callable[[], str]) -> None:
+        """``agree`` on ``fingerprint`` while the default agreement is on and the full check is off."""
+        if agreeing and not checking:
+            mine = np.array([fingerprint, 0, 0], np.int64)
+            self.agree(mine, mine.tobytes() * self.world_size, (), describe)
+
+    def _raise_spmd(self, mine: str, headline: str) -> None:
+        """Share every rank's description of its call (one ``Allgather``) and raise ``SpmdError`` with them all."""
+        text = mine.encode()[:_SPMD_TEXT]
         texts = np.zeros((self.world_size, _SPMD_TEXT), np.uint8)
         self._service.Allgather(np.frombuffer(text.ljust(_SPMD_TEXT, b"\0"), np.uint8), texts)
         lines = [f"  rank {r}: {bytes(texts[r]).rstrip(bytes(1)).decode(errors='replace')}" for r in range(self.world_size)]
-        raise SpmdError(
-            "SPMD check: the ranks do not issue the same collective from the same line (they took different "
-            "paths through the program; without the check they would hang or pair the wrong calls):\n"
-            + "\n".join(lines)
-        )
+        raise SpmdError(headline + ":\n" + "\n".join(lines))
 
     # -- helpers for the higher layer -----------------------------------------
 
@@ -227,6 +276,7 @@ class MpiBackend(Backend):
         everyone = np.empty(1, np.int32)
         if checking:
             self.check_spmd_call(_ALL_TRUE, lambda: "all_true")
+        self.agree_on(_ALL_TRUE, lambda: "all_true")
         self._world_comm().Allreduce(mine, everyone, _mpi().MIN)
         if not keys_ok:
             raise self._keys_error("all_true", flag_per_rank)
@@ -255,6 +305,7 @@ class MpiBackend(Backend):
         rows = np.empty((self.world_size, 1 + MAX_DESCRIPTOR_LENGTH), np.int64)
         if checking:
             self.check_spmd_call(_GATHER_DESCRIPTORS, lambda: "gather_descriptors")
+        self.agree_on(_GATHER_DESCRIPTORS, lambda: "gather_descriptors")
         self._world_comm().Allgather(row, rows)
         if error is not None:
             raise error
@@ -314,6 +365,7 @@ class MpiBackend(Backend):
         if team is None:
             if checking:
                 self.check_spmd_call(call_fingerprint("groups", layout.groups), lambda: f"new groups for {describe()}")
+            self.agree_on(call_fingerprint("groups", layout.groups), lambda: f"new groups for {describe()}")
             rank = self.rank
             group = layout.group_of(rank)
             comm = self.comm.Split(layout.group_index[rank], layout.position[rank])
@@ -379,13 +431,17 @@ class _Runner:
     byte order, a CuPy array, a non-blocking start) through the same call.
     """
 
-    __slots__ = ("backend", "rank", "team", "op", "shape", "dtype", "nbytes", "fingerprint", "host", "device", "run")
+    __slots__ = ("backend", "rank", "team", "op", "shape", "dtype", "nbytes", "fingerprint", "agreed", "everyone", "host",
+                 "device", "run")
 
     def __init__(self, backend: MpiBackend, team: _Team, op: CollectiveOp, shape: tuple[int, ...], dtype: np.dtype,
                  fingerprint: int) -> None:
         native = _native(dtype)
         self.backend, self.rank, self.team, self.op, self.shape, self.dtype = backend, backend.rank, team, op, shape, native
         self.fingerprint = fingerprint  # what every rank must issue too, under the SPMD check
+        # ... and by default: the call world-wide, the shape within the group
+        self.agreed = np.array([fingerprint, call_fingerprint(len(shape), op.agreed_shape(shape)), 0], np.int64)
+        self.everyone = self.agreed.tobytes() * backend.world_size
         self.nbytes = math.prod(shape) * native.itemsize
         self.host = _Plan(op.mpi_call(team.position, team.size, shape, native, np), team.comm, native, np)
         self.device: Optional[_Plan] = None
@@ -400,6 +456,8 @@ class _Runner:
         mpi_fn, new, pack, finish = plan.blocking, plan.new, call.pack, call.finish
         send_spec, recv_spec, extra = call.send_spec, call.recv_spec, call.extra
         ndarray, counters, record, spmd = np.ndarray, counting.active, counting.record, checking
+        agree, on, mine, everyone, describe = self.backend.agree, agreeing, self.agreed, self.everyone, self.describe
+        group = self.team.group
 
         # One closure per number of trailing arguments: a call with ``*extra`` costs ~50 ns more.
         if not extra:
@@ -408,6 +466,8 @@ class _Runner:
                 if (spmd or x.__class__ is not ndarray or x.shape != shape or x.dtype != dtype
                         or not x.flags.c_contiguous):
                     return execute(x, True)
+                if on:
+                    agree(mine, everyone, group, describe)
                 if counters:
                     record(kind, nbytes)
                 send = x if pack is None else pack(x)
@@ -424,6 +484,8 @@ class _Runner:
                 if (spmd or x.__class__ is not ndarray or x.shape != shape or x.dtype != dtype
                         or not x.flags.c_contiguous):
                     return execute(x, True)
+                if on:
+                    agree(mine, everyone, group, describe)
                 if counters:
                     record(kind, nbytes)
                 send = x if pack is None else pack(x)
@@ -437,6 +499,8 @@ class _Runner:
             x = shards[rank]
             if spmd or x.__class__ is not ndarray or x.shape != shape or x.dtype != dtype or not x.flags.c_contiguous:
                 return execute(x, True)
+            if on:
+                agree(mine, everyone, group, describe)
             if counters:
                 record(kind, nbytes)
             send = x if pack is None else pack(x)
@@ -474,6 +538,8 @@ class _Runner:
             )
         if checking:
             self.backend.check_spmd_call(self.fingerprint, self.describe)
+        elif agreeing:
+            self.backend.agree(self.agreed, self.everyone, self.team.group, self.describe)
         if counting.active:
             counting.record(self.op.counted_as, self.nbytes)
         args, recv = plan.arguments(x)
@@ -525,6 +591,13 @@ class _Runner:
             call = self.op.mpi_call(team.position, team.size, self.shape, self.dtype, xp)
             self.device = _Plan(call, team.comm, self.dtype, xp)
         return self.device
+
+
+def _without_flag(mine: np.ndarray) -> np.ndarray:
+    """The agreement row ``mine`` without its "raised before" flag."""
+    row = mine.copy()
+    row[2] = 0
+    return row
 
 
 def _mpi() -> Any:

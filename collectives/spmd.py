@@ -14,6 +14,18 @@ watchdog's business (:mod:`collectives.watchdog`).  The check costs one small
 ``Allgather`` and a look at the call stack per collective, so it is off by
 default and on in the project's tests.
 
+Without it, a cheaper agreement is on by default (``DTENSOR_NP_AGREE=0`` turns
+it off): before every collective under MPI the ranks compare a fingerprint of
+the call (kind, groups, arguments, dtype, and the part of the input shape all
+members share) with one ``Allgather`` of one int64 a rank on the same
+communicator of its own.  Any two rank-divergent collectives meet
+in that same small call, so they raise :class:`SpmdError` on every rank, naming
+each rank's call, before any data moves, and the ranks stay in step (an index
+that is valid on some ranks only: see :func:`note_local_error`): a
+different redistribute target, shape or dtype on one rank, or a rank that
+issues a collective another skips, pairs with the others' agreement, not with
+their data (no "Message truncated", no hang).
+
 Example:
     >>> with check_spmd():
     ...     checking_spmd()
@@ -31,13 +43,25 @@ from collections.abc import Iterator
 
 from .errors import CollectiveError
 
-__all__ = ["CHECK_ENV", "SpmdError", "call_site", "check_spmd", "checking", "checking_spmd"]
+__all__ = [
+    "AGREE_ENV", "CHECK_ENV", "SpmdError", "agreeing", "call_site", "check_spmd", "checking", "checking_spmd",
+    "default_agreement", "note_local_error", "pending",
+]
 
 CHECK_ENV = "DTENSOR_NP_CHECK_SPMD"
 """Set to 1 to check every collective (the ``check_spmd()`` block does the same for its duration)."""
 
 checking: list[bool] = [True] if os.environ.get(CHECK_ENV, "").strip().lower() in ("1", "true", "yes", "on") else []
 """Non-empty while the check is on (a list, so a hot path tests it with one truth test)."""
+
+AGREE_ENV = "DTENSOR_NP_AGREE"
+"""Set to 0 to turn off the default agreement (the fingerprint every rank compares before each collective under MPI)."""
+
+agreeing: list[bool] = [] if os.environ.get(AGREE_ENV, "").strip().lower() in ("0", "false", "no", "off") else [True]
+"""Non-empty while the default agreement is on (the full check, when on, replaces it)."""
+
+pending: list[bool] = []
+"""Non-empty after this rank raised a local error the other ranks may not have (``note_local_error``)."""
 
 _INTERNAL = ("collectives", "dtensor_np", "numpy", "contextlib", "functools", "threading")
 
@@ -52,6 +76,17 @@ class SpmdError(CollectiveError):
 
 
 @contextlib.contextmanager
+def _switched(flag: list[bool], enabled: bool) -> Iterator[None]:
+    """``flag`` (a switch list such as ``checking``) on or off inside the block, restored after."""
+    saved = flag[:]
+    flag[:] = [True] if enabled else []
+    try:
+        yield
+    finally:
+        flag[:] = saved
+
+
+@contextlib.contextmanager
 def check_spmd(enabled: bool = True) -> Iterator[None]:
     """Check every collective issued inside the block (see the module doc); ``enabled=False`` turns it off there.
 
@@ -63,12 +98,46 @@ def check_spmd(enabled: bool = True) -> Iterator[None]:
         ...     checking_spmd()
         True
     """
-    saved = checking[:]
-    checking[:] = [True] if enabled else []
-    try:
+    with _switched(checking, enabled):
         yield
-    finally:
-        checking[:] = saved
+
+
+@contextlib.contextmanager
+def default_agreement(enabled: bool = True) -> Iterator[None]:
+    """Turn the default agreement on (or, ``enabled=False``, off) inside the block (benchmarks compare both).
+
+    Every rank must enter and leave the block together.
+
+    Example:
+        >>> with default_agreement(False):
+        ...     bool(agreeing)
+        False
+    """
+    with _switched(agreeing, enabled):
+        yield
+
+
+def note_local_error(error: BaseException) -> None:
+    """A public call raised ``error`` on this rank before any collective: tell the next agreement.
+
+    The other ranks may not have raised (their input differed): they may wait in
+    a collective of that call, or go on to the next.  At this rank's next
+    agreement every rank learns which ranks raised before it: if the others
+    wait in a collective of the call that raised here (another fingerprint),
+    they raise :class:`SpmdError` there and this rank tries its agreement again;
+    if they are at the same next call, every rank raises there.  Errors every
+    rank raises together (a ``CollectiveError``, ``SpmdError`` included) are not
+    noted.
+
+    Example:
+        >>> with check_spmd(False), default_agreement():
+        ...     note_local_error(IndexError("index 9 is out of bounds"))
+        >>> bool(pending)
+        True
+        >>> pending.clear()
+    """
+    if agreeing and not checking and not isinstance(error, CollectiveError):
+        pending[:] = [True]
 
 
 def checking_spmd() -> bool:

@@ -5,7 +5,8 @@ where the main thread is (``sys._current_frames``), so the collectives pay
 nothing for it.  When the main thread sits in the same collective call of
 :mod:`collectives` (blocked in MPI) it reports and aborts the job:
 
-* after ``DTENSOR_NP_COLLECTIVE_TIMEOUT`` seconds (off when unset): every rank
+* after ``DTENSOR_NP_COLLECTIVE_TIMEOUT`` seconds (``DEFAULT_TIMEOUT_S``, 600 s
+  as NCCL's watchdog, when unset; ``0`` turns it off): every rank
   still able to print names the collective it waits in and the user's line
   that issued it, then the job is aborted (``MPI_Abort``);
 * ``GRACE_S`` seconds after a rank of its group has left the program: at exit
@@ -21,8 +22,8 @@ it also stays off when MPI was not initialised with thread support
 ``NOTICE_LIMIT`` ranks (the exit notices; the timeout still applies there).
 
 Example:
-    >>> timeout_from({"DTENSOR_NP_COLLECTIVE_TIMEOUT": "30"}), timeout_from({})
-    (30.0, None)
+    >>> timeout_from({"DTENSOR_NP_COLLECTIVE_TIMEOUT": "30"}), timeout_from({}), timeout_from({TIMEOUT_ENV: "0"})
+    (30.0, 600.0, None)
 """
 from __future__ import annotations
 
@@ -37,9 +38,11 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["GRACE_S", "POLL_S", "TIMEOUT_ENV", "Watchdog", "start_watchdog", "timeout_from"]
+__all__ = ["DEFAULT_TIMEOUT_S", "GRACE_S", "POLL_S", "TIMEOUT_ENV", "Watchdog", "start_watchdog", "timeout_from"]
 
 TIMEOUT_ENV = "DTENSOR_NP_COLLECTIVE_TIMEOUT"
+DEFAULT_TIMEOUT_S = 600.0
+"""The collective timeout when ``DTENSOR_NP_COLLECTIVE_TIMEOUT`` is unset (NCCL's watchdog default)."""
 POLL_S = 0.1
 GRACE_S = 1.0
 NOTICE_LIMIT = 1024
@@ -48,10 +51,10 @@ _INTERNAL = ("collectives", "dtensor_np", "numpy")
 
 
 def timeout_from(environ: Mapping[str, str] = os.environ) -> Optional[float]:
-    """The collective timeout in seconds from ``DTENSOR_NP_COLLECTIVE_TIMEOUT`` (None: no timeout)."""
+    """The collective timeout in seconds from ``DTENSOR_NP_COLLECTIVE_TIMEOUT`` (unset: 600 s; 0 or None: no timeout)."""
     value = environ.get(TIMEOUT_ENV, "").strip()
     if not value:
-        return None
+        return DEFAULT_TIMEOUT_S
     try:
         seconds = float(value)
     except ValueError:
@@ -77,6 +80,9 @@ def _waiting_in(frame: Optional[FrameType]) -> Optional[tuple[FrameType, str, Op
     team = getattr(runner, "team", None)
     if op is not None:
         return frame, op.name, getattr(team, "group", None)
+    if frame.f_code.co_name == "agree":
+        describe = local.get("describe")
+        return frame, (describe() if callable(describe) else "a collective") + " (its agreement)", None
     if frame.f_code.co_name == "check_spmd_call":
         describe = local.get("describe")
         return frame, "the SPMD check before " + (describe() if callable(describe) else "a collective"), None

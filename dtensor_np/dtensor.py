@@ -45,6 +45,7 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 from collectives import array_module
 from collectives.dtypes import dtype_code, dtype_name
 from collectives.keys import FLOAT_TYPES, PLAIN_TYPES
+from collectives.spmd import note_local_error
 
 from .arrays import array_library, check_array
 from .conversion import before_implicit_gather
@@ -173,17 +174,25 @@ class DTensor(NDArrayOperatorsMixin):
     def __getitem__(self, index: Any) -> "DTensor":
         """``x[index]`` for every NumPy index, sharded dims included: a view for a basic index (as NumPy; see
         :mod:`dtensor_np.views`), a new array for an advanced one."""
-        key = call_key(GETITEM, (self, index))
-        entry = _fast_get(key) if key is not None else None
-        result = entry((self, index)) if entry is not None else getitem(self, index, key)
+        try:
+            key = call_key(GETITEM, (self, index))
+            entry = _fast_get(key) if key is not None else None
+            result = entry((self, index)) if entry is not None else getitem(self, index, key)
+        except Exception as error:  # an index valid on some ranks only: the others learn it at the next collective
+            note_local_error(error)
+            raise
         return _HOOKS.index_view(self, index, result)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         """``x[index] = value`` rebinds this handle to ``x.at[index].set(value)``; no other array changes."""
         args = (self, index, value, "set")
-        key = call_key(UPDATE, args)
-        entry = _fast_get(key) if key is not None else None
-        new = entry(args) if entry is not None else update(self, index, value, "set", key)
+        try:
+            key = call_key(UPDATE, args)
+            entry = _fast_get(key) if key is not None else None
+            new = entry(args) if entry is not None else update(self, index, value, "set", key)
+        except Exception as error:  # as in __getitem__
+            note_local_error(error)
+            raise
         _set_shards(self, new._shards)
         _set_spec(self, new._spec)
 

@@ -152,7 +152,7 @@ def test_watchdog_aborts_a_stuck_job_with_a_report(tmp_path: Path):
     assert returncode != 0, output
     for rank in (1, 2, 3):
         assert f"[rank {rank}] dtensor_np watchdog: waited" in output, output
-    assert "in all_gather, issued at" in output and "spmd_case.py:" in output, output
+    assert "in all_gather" in output and ", issued at" in output and "spmd_case.py:" in output, output
     assert elapsed < JOB_LIMIT_S, f"the stuck job was not aborted by the watchdog ({elapsed:.1f} s)"
 
 

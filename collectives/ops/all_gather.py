@@ -30,7 +30,7 @@ from ..dtypes import movement_datatype
 from ..errors import CollectiveError
 from ..packing import block_receiver
 from ..types import Array, Group, Sizes
-from .base import CollectiveOp, MpiCall, Shape, deal
+from .base import CollectiveOp, MpiCall, Shape, masked_axes, deal
 
 __all__ = ["AllGather"]
 
@@ -61,6 +61,9 @@ class AllGather(CollectiveOp):
         else:
             same_shapes_except(self.name, group, infos, (self.axis,))
             lengths_match(self.name, infos, self.axis, self.sizes, "in_sizes")
+
+    def agreed_shape(self, shape: Shape) -> tuple[int, ...]:
+        return masked_axes(shape, () if self.sizes is None else (self.axis,))
 
     def _sizes(self, shape: Shape, size: int) -> tuple[int, ...]:
         return self.sizes if self.sizes is not None else (shape[self.axis],) * size

@@ -29,7 +29,7 @@ from ..dtypes import movement_datatype
 from ..errors import CollectiveError
 from ..packing import block_receiver, piece_packer
 from ..types import Array, Group, Sizes
-from .base import CollectiveOp, MpiCall, Shape, pieces
+from .base import CollectiveOp, MpiCall, Shape, masked_axes, pieces
 
 __all__ = ["AllToAll"]
 
@@ -81,6 +81,9 @@ class AllToAll(CollectiveOp):
             same_lengths(self.name, group, infos, self.concat_axis, "concat_axis")
         else:
             lengths_match(self.name, infos, self.concat_axis, self.concat_sizes, "in_sizes")
+
+    def agreed_shape(self, shape: Shape) -> tuple[int, ...]:
+        return masked_axes(shape, () if self.concat_sizes is None else (self.concat_axis,))
 
     def _sizes(self, shape: Shape, size: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         split = self.split_sizes if self.split_sizes is not None else chunk_sizes(shape[self.split_axis], size)

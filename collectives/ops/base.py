@@ -40,7 +40,7 @@ from ..errors import CollectiveError
 from ..reduce_ops import validate_reduction
 from ..types import Array, Group
 
-__all__ = ["CollectiveOp", "CombinesElementwise", "MpiCall", "SplitsAlongAxis", "deal", "pieces"]
+__all__ = ["CollectiveOp", "CombinesElementwise", "MpiCall", "SplitsAlongAxis", "deal", "masked_axes", "pieces"]
 
 Shape = tuple[int, ...]
 
@@ -82,6 +82,16 @@ class MpiCall:
     numpy_op: bool = False
 
 
+def masked_axes(shape: Shape, axes: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` with the entries of ``axes`` replaced by -1 (lengths the members may have differently).
+
+    Example:
+        >>> masked_axes((4, 3), (0,))
+        (-1, 3)
+    """
+    return tuple(-1 if d in axes else int(n) for d, n in enumerate(shape))
+
+
 class CollectiveOp:
     """Base of the collectives: one frozen dataclass per collective, its fields the call's static arguments.
 
@@ -113,6 +123,15 @@ class CollectiveOp:
     def check_group(self, group: Group, infos: Sequence[MemberInfo]) -> None:
         """Raise unless the members' inputs (``infos`` in group order) fit each other."""
         raise NotImplementedError
+
+    def agreed_shape(self, shape: Shape) -> tuple[int, ...]:
+        """The part of a member's input shape that every member of a right call has alike (-1: may differ).
+
+        It enters the fingerprint the members compare before every collective
+        (:mod:`collectives.agreement`), so inputs that do not fit each other raise
+        there instead of truncating or hanging in MPI.  Here: the whole shape.
+        """
+        return tuple(shape)
 
     def out_shape(self, shape: Shape, position: int, size: int) -> Shape:
         """The shape the member at ``position`` of a group of ``size`` gets for an input of ``shape``."""

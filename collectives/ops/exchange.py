@@ -31,7 +31,7 @@ from ..dtypes import movement_datatype
 from ..errors import CollectiveError
 from ..packing import block_receiver, piece_packer
 from ..types import Array, Group
-from .base import CollectiveOp, MpiCall, Shape, pieces
+from .base import CollectiveOp, MpiCall, Shape, masked_axes, pieces
 
 __all__ = ["Exchange", "alltoallv_call"]
 
@@ -83,6 +83,9 @@ class Exchange(CollectiveOp):
 
     def check_group(self, group: Group, infos: Sequence[MemberInfo]) -> None:
         same_shapes_except(self.name, group, infos, (self.axis,))
+
+    def agreed_shape(self, shape: Shape) -> tuple[int, ...]:
+        return masked_axes(shape, (self.axis,))
 
     def out_shape(self, shape: Shape, position: int, size: int) -> Shape:
         return with_length(shape, self.axis, sum(row[position] for row in self.counts))

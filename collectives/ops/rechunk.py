@@ -28,7 +28,7 @@ from ..chunks import offsets
 from ..device import array_module
 from ..errors import CollectiveError
 from ..types import Array, Group, Sizes
-from .base import CollectiveOp, MpiCall, Shape, pieces
+from .base import CollectiveOp, MpiCall, Shape, masked_axes, pieces
 from .exchange import alltoallv_call
 
 __all__ = ["Rechunk", "overlaps"]
@@ -74,6 +74,9 @@ class Rechunk(CollectiveOp):
     def check_group(self, group: Group, infos: Sequence[MemberInfo]) -> None:
         same_shapes_except(self.name, group, infos, (self.axis,))
         lengths_match(self.name, infos, self.axis, self.in_sizes, "in_sizes")
+
+    def agreed_shape(self, shape: Shape) -> tuple[int, ...]:
+        return masked_axes(shape, (self.axis,))
 
     def out_shape(self, shape: Shape, position: int, size: int) -> Shape:
         return with_length(shape, self.axis, self.out_sizes[position])

@@ -229,7 +229,20 @@ def _reduction_key(kind: str, name: str, a: Any, axis: Any, keepdims: Any, dtype
     if not is_sharded(a):
         raise TypeError(f"numpy.{name}: expected a DTensor to reduce, got {type(a).__name__}")
     # np.mean counts the items of every axis, so it refuses axis=0 of a 0-d array; the others take it.
-    axes = normalize_axes(axis, a.spec.ndim, legacy_0d=kind != "mean")
+    # NumPy's ufunc reductions parse dtype= and keepdims= before they look at the axes; np.mean counts the axes' items
+    # first (an axis out of range raises there), then reduces (dtype=, keepdims=, then a repeated axis raise there)
+    if kind != "mean":
+        wanted, flag = None if dtype is None else np.dtype(dtype), keepdims_flag(keepdims)
+        return (kind, normalize_axes(axis, a.spec.ndim, legacy_0d=True), flag, wanted, ufunc)
+    try:
+        axes = normalize_axes(axis, a.spec.ndim, legacy_0d=False)
+    except np.exceptions.AxisError:
+        raise
+    except (TypeError, ValueError):
+        if dtype is not None:
+            np.dtype(dtype)  # dtype='foo' and keepdims='yes' raise NumPy's errors first
+        keepdims_flag(keepdims)
+        raise
     return (kind, axes, keepdims_flag(keepdims), None if dtype is None else np.dtype(dtype), ufunc)
 
 

@@ -280,12 +280,23 @@ def _moments_rule(root: bool) -> OpRule:
                 raise ShardingError(f"numpy.{func.__name__} on DTensors: expected no {name}=, got {type(value).__name__}")
         axis = given.pop("axis", None)
         keepdims = given.pop("keepdims", False)
-        keepdims = False if keepdims is np._NoValue else keepdims_flag(keepdims)  # type: ignore[attr-defined]
         dtype = given.pop("dtype", None)
         no_more_arguments(f"numpy.{func.__name__}", given)
-        axes = normalize_axes(axis, a.ndim)
-        if not isinstance(ddof, (int, float, np.integer, np.floating)):  # NumPy's TypeError family ('a', None)
-            raise TypeError(f"numpy.{func.__name__}: expected ddof as a number, got {type(ddof).__name__} {ddof!r}")
+        # NumPy's var/std count the axes' items (an axis out of range raises), compare ddof, then reduce (a
+        # repeated axis and keepdims= raise there)
+        ddof_ok = isinstance(ddof, (int, float, np.integer, np.floating))  # NumPy's TypeError family ('a', None)
+        ddof_error = f"numpy.{func.__name__}: expected ddof as a number, got {type(ddof).__name__} {ddof!r}"
+        try:
+            axes = normalize_axes(axis, a.ndim)
+        except np.exceptions.AxisError:
+            raise
+        except (TypeError, ValueError):
+            if not ddof_ok:
+                raise TypeError(ddof_error) from None
+            raise
+        if not ddof_ok:
+            raise TypeError(ddof_error)
+        keepdims = False if keepdims is np._NoValue else keepdims_flag(keepdims)  # type: ignore[attr-defined]
         return (a,), (root, axes, float(ddof) if isinstance(ddof, float) else int(ddof), keepdims,
                       None if dtype is None else np.dtype(dtype))
 
