@@ -70,6 +70,15 @@ _SPELLED_BYTES = 7
 
 
 @memo(maxsize=None, name="collectives.dtype_codes")
+def _spells(text: str, dtype: np.dtype) -> bool:
+    """Whether NumPy reads ``text`` back as ``dtype`` (an extension dtype's ``str``, ml_dtypes' ``>W4``, may not
+    parse at all)."""
+    try:
+        return np.dtype(text) == dtype
+    except TypeError:
+        return False
+
+
 def dtype_code(dtype: np.dtype) -> int:
     """A small int naming ``dtype``, equal on every process (sent in check descriptors).
 
@@ -78,7 +87,7 @@ def dtype_code(dtype: np.dtype) -> int:
         ('>f8', 'int32')
     """
     text = dtype.str
-    if len(text) <= _SPELLED_BYTES and text.isascii() and np.dtype(text) == dtype:
+    if len(text) <= _SPELLED_BYTES and text.isascii() and _spells(text, dtype):
         return _SPELLED | int.from_bytes(text.encode(), "little")
     code = zlib.crc32(f"{dtype.str}|{dtype.name}".encode())
     _names_by_code.setdefault(code, str(dtype))
@@ -96,7 +105,9 @@ def dtype_name(code: int) -> str:
     if code not in _names_by_code:
         for scalar_type in set(np.sctypeDict.values()):
             try:
-                dtype_code(np.dtype(scalar_type))
+                native = np.dtype(scalar_type)
+                for dtype in (native, native.newbyteorder(">"), native.newbyteorder("<")):
+                    dtype_code(dtype)
             except TypeError:
                 pass
     return _names_by_code.get(code, f"<dtype #{code}>")

@@ -49,7 +49,12 @@ for _name, _value in (
     os.environ.setdefault(_name, _value)
 
 SIMULATED_SIZES = (1, 2, 3, 4, 8)
-MPI_SIZES = (2, 4)
+MPI_SIZES = (2,)
+"""MPI world sizes of a test without ``worlds(mpi=...)``.  A 4-rank job costs about 4.5 s on the 2-core CI
+machine (four oversubscribed Pythons starting pytest), a 2-rank job about 1 s: 4 ranks run where a test asks for
+them (2-D meshes, sub-groups: ``worlds(mpi=(2, 4))``) and for the collectives layer, every size of every test
+runs simulated."""
+MPI_SIZES_COLLECTIVES = (2, 4)
 UNDER_MPI = bool(os.environ.get("PYTEST_ISOLATE_MPI_IS_FORKED"))
 
 # Every rank of an MPI job must draw the same examples in the same order, and
@@ -107,7 +112,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     marker = metafunc.definition.get_closest_marker("worlds")
     sims = marker.kwargs.get("simulated", SIMULATED_SIZES) if marker else SIMULATED_SIZES
-    mpis = marker.kwargs.get("mpi", MPI_SIZES) if marker else MPI_SIZES
+    default = MPI_SIZES_COLLECTIVES if "collectives" in Path(str(metafunc.definition.fspath)).parts else MPI_SIZES
+    mpis = marker.kwargs.get("mpi", default) if marker else default
     params = [pytest.param("simulated", n, id=f"sim{n}") for n in sims]
     params += [
         pytest.param("mpi", n, id=f"mpi{n}", marks=pytest.mark.mpi(timeout=240))

@@ -150,8 +150,7 @@ def _ufunc_local(ufunc: np.ufunc, scalars: tuple, n: int, kwargs: dict) -> Any:
 
 
 def _register_ufuncs() -> None:
-    for name in dir(np):
-        f = getattr(np, name)
+    for f in list(vars(np).values()):  # not dir()/getattr: that imports NumPy's lazy submodules (f2py, testing: 40 ms)
         if isinstance(f, np.ufunc) and f.signature is None:
             register(f)(_ufunc_rule(f))
 
