@@ -353,6 +353,9 @@ def test_training_resumed_on_another_mesh_reproduces_the_uninterrupted_losses(tm
         resumed = example.train(mesh, steps=25, resume=str(tmp_path / "run"), **kw)
         assert resumed.first_step == 25 and len(resumed.losses) == 25
         np.testing.assert_allclose(resumed.losses, whole.losses[25:], rtol=1e-12, atol=0, err_msg=str(mesh))
+    # a run that differs from the saved one (here: dropout) is refused, not continued on other masks or data
+    with pytest.raises(dt.ShardingError, match=r"expected dropout=0\.0 \(as saved\), got dropout=0\.1"):
+        example.train(m22, steps=1, resume=str(tmp_path / "run"), dropout=0.1, **kw)
     # the command line: --save, then --resume on another mesh, each checked against one device
     args = ["--layers", "1", "--d-model", "16", "--heads", "2", "--d-ff", "32", "--seq", "8", "--plot", ""]
     assert example.main(args + ["--steps", "3", "--save", str(tmp_path / "cli")]) == 0

@@ -44,6 +44,7 @@ import argparse
 import functools
 import sys
 import time
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -258,7 +259,8 @@ def train(mesh: Optional[dt.DeviceMesh], cfg: Config, steps: int, batch_size: in
     state = opt.init(state_params)
     first = 0
     if resume:
-        first, state_params, state = load_state(resume, mesh, params, None if mesh is None else step_fn)
+        first, state_params, state = load_state(resume, mesh, params, None if mesh is None else step_fn,
+                                                run=_run_identity(cfg, seed, batch_size, dropout))
     losses = []
     start = time.perf_counter()
     with tqdm(range(first, first + steps), desc=f"train on {where}", disable=not show, leave=False) as bar:
@@ -273,20 +275,27 @@ def train(mesh: Optional[dt.DeviceMesh], cfg: Config, steps: int, batch_size: in
                 bar.write(f"step {it:4d}  loss {losses[-1]:.6f}")
     seconds = time.perf_counter() - start
     if save:
-        save_state(save, first + steps, state_params, state, mesh, None if mesh is None else step_fn)
+        save_state(save, first + steps, state_params, state, mesh, None if mesh is None else step_fn,
+                   run=_run_identity(cfg, seed, batch_size, dropout))
     return Run(tuple(losses), collectives_per_step, buckets, seconds, sum(int(v.size) for v in params.values()), first)
 
 
 # -- checkpoints: the logical parameters and AdamW moments, independent of the mesh --------------------
+def _run_identity(cfg: Config, seed: int, batch_size: int, dropout: float) -> dict[str, Any]:
+    """What a resumed run must share with the saved one to continue it (the data, the model, the masks)."""
+    return {"seed": int(seed), "batch": int(batch_size), "dropout": float(dropout), **dataclasses.asdict(cfg)}
+
+
 def save_state(path: str, step: int, flat: Any, state: Any, mesh: Optional[dt.DeviceMesh],
-               step_fn: Optional[dt.FSDPStep]) -> None:
+               step_fn: Optional[dt.FSDPStep], run: Optional[dict[str, Any]] = None) -> None:
     """Save the training state after ``step`` steps with :func:`dt.checkpoint.save`, in a mesh-independent form.
 
     The flat FSDP buckets depend on the mesh (dp ranks, tp placements, bucket
     sizes), so the parameters and AdamW's two moments are saved as the model's
     logical arrays (``step_fn.unshard``), each a DTensor sharded on its first
     axis over every rank of ``mesh`` (one writer per chunk); the step and
-    AdamW's step count are saved with them.
+    AdamW's step count are saved with them, and ``run`` (the seed, batch size, dropout and model sizes:
+    :func:`load_state` refuses to continue a run that differs).
 
     Example:
         >>> import os, tempfile
@@ -306,11 +315,11 @@ def save_state(path: str, step: int, flat: Any, state: Any, mesh: Optional[dt.De
         return dt.distribute_tensor(np.asarray(a), everyone, [dt.Shard(0) if np.ndim(a) else dt.Replicate()])
 
     tree = {k: {name: placed(a) for name, a in v.items()} for k, v in full.items()}
-    dt.checkpoint.save(path, {"step": step, "adam_step": state.step, **tree})
+    dt.checkpoint.save(path, {"step": step, "adam_step": state.step, "run": dict(run or {}), **tree})
 
 
 def load_state(path: str, mesh: Optional[dt.DeviceMesh], params: Params,
-               step_fn: Optional[dt.FSDPStep]) -> tuple[int, Any, Any]:
+               step_fn: Optional[dt.FSDPStep], run: Optional[dict[str, Any]] = None) -> tuple[int, Any, Any]:
     """``(step, parameters, AdamW state)`` from a checkpoint of :func:`save_state`, laid out for this run's mesh.
 
     Each rank reads every logical array whole (FSDP's ``shard`` takes full
@@ -326,9 +335,15 @@ def load_state(path: str, mesh: Optional[dt.DeviceMesh], params: Params,
         >>> step, all(np.array_equal(loaded[k], params[k]) for k in params)
         (7, True)
     """
+    run = dict(run or {})
     everyone = (dt.DeviceMesh((1,)) if mesh is None else mesh).flatten()
     like = {name: dt.checkpoint.Spec(a.shape, a.dtype, everyone, [dt.Replicate()]) for name, a in params.items()}
-    out = dt.checkpoint.load(path, {"step": 0, "adam_step": 0, "params": like, "mu": like, "nu": like})
+    out = dt.checkpoint.load(path, {"step": 0, "adam_step": 0, "run": run, "params": like, "mu": like, "nu": like})
+    differ = {k: (out["run"][k], v) for k, v in run.items() if out["run"][k] != v}
+    if differ:  # every rank reads the same file: the same error on every rank, before any collective
+        raise dt.ShardingError("a resumed run continues the saved one: expected " + ", ".join(
+            f"{k}={saved!r} (as saved)" for k, (saved, _) in differ.items()) + ", got " + ", ".join(
+            f"{k}={given!r}" for k, (_, given) in differ.items()))
 
     def full(tree: dict[str, dt.DTensor]) -> Params:
         return {name: np.asarray(x.full_tensor()) for name, x in tree.items()}
