@@ -15,6 +15,7 @@ from .einop import OutputSharding, parse_equation
 
 __all__ = [
     "keepdims_flag",
+    "sharding_mesh_dim",
     "single_sharding",
     "harmonize",
     "single_partials",
@@ -155,6 +156,21 @@ def settle(rule: Callable[[tuple[DTensorSpec, ...]], OutputSharding], specs: tup
     if again.output_spec is None:  # pragma: no cover - suggestions are always consistent
         raise ShardingError(f"sharding propagation did not settle for inputs {[str(s) for s in specs]}")
     return suggested, again.output_spec
+
+
+def sharding_mesh_dim(spec: DTensorSpec, axis: int) -> Optional[int]:
+    """The mesh dim (of more than one rank) that shards tensor dim ``axis`` of a single-sharding spec, or None.
+
+    Example:
+        >>> from dtensor_np.mesh import DeviceMesh
+        >>> spec = DTensorSpec(DeviceMesh((1, 2)), (Shard(0), Shard(0)), TensorMeta((4,), "f8"))
+        >>> sharding_mesh_dim(spec, 0), sharding_mesh_dim(spec.with_placements((Shard(0), Replicate())), 0)
+        (1, None)
+    """
+    for m, p in enumerate(spec.placements):
+        if isinstance(p, Shard) and p.dim == axis and spec.mesh.shape[m] > 1:
+            return m
+    return None
 
 
 def keepdims_flag(value: Any) -> bool:

@@ -38,7 +38,7 @@ from ..errors import ShardingError
 from ..placements import Partial, Placement, Replicate, Shard
 from ..sharded import array_operands, is_sharded
 from ..spec import DTensorSpec, TensorMeta
-from .common import axis_index, axis_tuple, partial_free, single_sharding
+from .common import axis_index, axis_tuple, partial_free, sharding_mesh_dim, single_sharding
 from .registry import Decision, OpRule, register
 from .row_moves import move_ranges
 from .signature_bind import named_arguments, no_more_arguments
@@ -47,14 +47,6 @@ __all__ = ["AxisLayout", "layout_of", "fetch_windows", "clip_range", "gradient_b
 
 Shards = dict[int, Any]
 Range = tuple[int, int]
-
-
-def _sharding_dim(spec: DTensorSpec, axis: int) -> Optional[int]:
-    """The mesh dim (of more than one rank) that shards tensor dim ``axis`` of a single-sharding spec, or None."""
-    for m, p in enumerate(spec.placements):
-        if isinstance(p, Shard) and p.dim == axis and spec.mesh.shape[m] > 1:
-            return m
-    return None
 
 
 @dataclass(frozen=True)
@@ -88,7 +80,7 @@ def layout_of(spec: DTensorSpec, axis: int, out_spec: Optional[DTensorSpec], out
         {0: (0, 4), 1: (4, 6)}
     """
     mesh = spec.mesh
-    m = _sharding_dim(spec, axis)
+    m = sharding_mesh_dim(spec, axis)
     have, out = {}, {}
     for r in mesh.all_ranks:
         shape, origin = spec.local_block(r)
@@ -526,7 +518,7 @@ def _decide_trapezoid(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
     if not aligned:  # NumPy broadcasts d against the pairs: on whole operands
         whole = tuple(DTensorSpec(s.mesh, (Replicate(),) * s.mesh.ndim, s.tensor_meta) for s in (y, x))
         return Decision(whole, (DTensorSpec(y.mesh, (Replicate(),) * y.mesh.ndim, meta),), call)
-    m = _sharding_dim(y, axis)
+    m = sharding_mesh_dim(y, axis)
     if x is not None:
         if x.ndim == 1:
             keep = m is not None and any(isinstance(p, Shard) for p in x.placements)
@@ -590,7 +582,7 @@ def _decide_diagflat(specs: tuple[DTensorSpec, ...], k: int) -> Decision:
     size = int(np.prod(v.shape))
     inner = int(np.prod(v.shape[1:]))
     n = size + abs(k)
-    m = _sharding_dim(v, 0) if v.ndim else None
+    m = sharding_mesh_dim(v, 0) if v.ndim else None
     placements = tuple(Shard(0) if i == m else Replicate() for i in range(v.mesh.ndim))
     out = DTensorSpec(v.mesh, placements, TensorMeta((n, n), v.dtype))
     start = max(-k, 0)  # the first row holding v[0] (row i holds it at column i + k)

@@ -49,7 +49,7 @@ from ..errors import ShardingError
 from ..placements import Replicate, Shard
 from ..sharded import array_operands, is_sharded
 from ..spec import DTensorSpec, TensorMeta
-from .common import axis_index, partial_free, replicate_mesh_dims, single_sharding
+from .common import axis_index, partial_free, replicate_mesh_dims, sharding_mesh_dim, single_sharding
 from .registry import Decision, OpRule, register
 from .partitioning import partition_decision
 from .row_moves import move_ranges
@@ -59,14 +59,6 @@ __all__ = ["put_along", "isin_elements", "lexsort_keys", "partition_along", "who
            "apply_blocks", "distinct", "Callback"]
 
 Shards = dict[int, Any]
-
-
-def _sharding_mesh_dim(spec: DTensorSpec, axis: int) -> Optional[int]:
-    """The mesh dim (of size > 1) that shards ``axis`` of a single-sharded spec, or None."""
-    for m, p in enumerate(spec.placements):
-        if isinstance(p, Shard) and p.dim == axis and spec.mesh.shape[m] > 1:
-            return m
-    return None
 
 
 def _like(spec: DTensorSpec, other: DTensorSpec, whole: Optional[int]) -> DTensorSpec:
@@ -103,7 +95,7 @@ def _bind_put_along(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashabl
 def _decide_put_along(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
     axis, scalar_value, scalar = key
     arr = single_sharding(partial_free(specs[0]))
-    m = _sharding_mesh_dim(arr, axis)
+    m = sharding_mesh_dim(arr, axis)
     others = tuple(_like(arr, single_sharding(partial_free(s)), m) for s in specs[1:])
     n = arr.shape[axis]
     if others[0].dtype.kind not in "iu":
@@ -264,7 +256,7 @@ def _decide_partition(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
     def local(rank: int, x: Any) -> Any:
         return func(x, kth, axis=axis)
 
-    m = _sharding_mesh_dim(spec, axis)
+    m = sharding_mesh_dim(spec, axis)
     if m is None:
         return Decision((spec,), (DTensorSpec(spec.mesh, spec.placements, TensorMeta(spec.shape, dtype)),), local)
     moved, gathered = whole_plan(spec, {axis})
@@ -410,7 +402,7 @@ def _decide_apply(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
     axis, func, res_shape, dtype = key
     spec = specs[0]
     dtype = np.dtype(dtype)
-    if _sharding_mesh_dim(spec, axis) is not None:
+    if sharding_mesh_dim(spec, axis) is not None:
         raise ShardingError("apply_blocks: the axis must be whole (whole_along first)")
     k = len(res_shape)
     placements = tuple(Shard(p.dim + (k - 1 if p.dim > axis else 0)) if isinstance(p, Shard) else p
