@@ -17,13 +17,25 @@ import numpy as np
 from .local_tensor import LocalTensor
 from .sharded import is_sharded
 
-__all__ = ["array_function", "array_library", "as_array", "astype", "check_array", "checksum"]
+__all__ = ["array_function", "array_library", "as_array", "astype", "check_array", "checksum", "distributable"]
 
 
 def array_library(x: Any) -> str:
     """``"numpy"`` or ``"cupy"``: the library an array belongs to."""
     module = type(x).__module__.split(".")[0]
     return "cupy" if module == "cupy" else "numpy"
+
+
+def distributable(dtype: Any) -> bool:
+    """Whether arrays of ``dtype`` can be DTensors: numeric and bool ones (object, string, void and datetime dtypes
+    cannot be reduced or moved by MPI).  The one decision behind :func:`check_array`, ``TensorMeta`` and
+    ``x.view(dtype)``.
+
+    Example:
+        >>> distributable(np.float16), distributable("U3"), distributable("datetime64[s]")
+        (True, False, False)
+    """
+    return np.dtype(dtype).kind not in "OUSVMm"
 
 
 def check_array(x: Any, what: str = "array") -> Any:
@@ -38,7 +50,7 @@ def check_array(x: Any, what: str = "array") -> Any:
         if is_sharded(x) or isinstance(x, LocalTensor):
             raise TypeError(f"expected a NumPy or CuPy array for the {what}, got a {type(x).__name__}")
         x = np.asarray(x)
-    if x.dtype.kind in "OUSVMm":
+    if not distributable(x.dtype):
         raise TypeError(
             f"dtensor_np distributes numeric and bool arrays; the {what} has dtype {x.dtype} "
             f"(object, string, void and datetime dtypes cannot be reduced or moved by MPI)"

@@ -25,6 +25,7 @@ import numpy as np
 
 from collectives import chunk_size_and_offset, memo
 
+from .arrays import distributable
 from .errors import ShardingError
 from .int_tuple import as_ints
 from .interning import Interned
@@ -78,7 +79,7 @@ class TensorMeta:
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", array_shape(self.shape))
         dtype = np.dtype(self.dtype)
-        if dtype.kind in "OUSVMm":  # refused where the array is made, on every rank: never at its first collective
+        if not distributable(dtype):  # refused where the array is made, on every rank: never at its first collective
             raise TypeError(f"dtensor_np distributes numeric and bool arrays: expected a numeric or bool dtype, got "
                             f"{dtype} (object, string, void and datetime dtypes cannot be reduced or moved by MPI)")
         object.__setattr__(self, "dtype", dtype)

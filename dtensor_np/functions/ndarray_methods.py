@@ -33,6 +33,7 @@ import numpy as np
 
 from collectives import array_module
 
+from ..arrays import distributable
 from ..dtensor import DTensor, REFUSED_ATTRIBUTES, map_shards, register_methods
 from ..errors import ShardingError
 from ..numpy_catalogue import Case, Refused
@@ -102,7 +103,7 @@ def view(x: DTensor, dtype: Any = None, type: Any = None) -> DTensor:
     if dtype is None:
         return x[...]
     dtype = np.dtype(dtype)
-    if dtype.kind in "OUSVMm":
+    if not distributable(dtype):
         raise TypeError(f"dtensor_np distributes numeric and bool arrays; x.view({dtype}) would make a {dtype} one")
     proxy(x.shape, twin_strides(x), x.dtype).view(dtype)  # NumPy's errors for x's layout (a 0-d array, the last axis)
     if dtype == x.dtype:
