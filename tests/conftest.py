@@ -1,9 +1,10 @@
 """Test set-up shared by every test: the ``world`` fixture and MPI-safe hypothesis.
 
 A test that takes the ``world`` fixture runs once per simulated world size
-(every rank inside this process) and once per MPI world size, each MPI case
-in its own ``mpiexec -n N`` job started by pytest-isolate-mpi, so one
-``pytest`` command covers both.  Narrow the sizes with
+(every rank inside this process) and once per MPI world size under
+``mpiexec -n N`` (pytest-isolate-mpi starts the jobs; ``--dt-mpi-jobs=module``
+in setup.cfg makes it one job for the MPI cases of a module and world size,
+see dtensor_np_pytest), so one ``pytest`` command covers both.  Narrow the sizes with
 ``@pytest.mark.worlds(simulated=(2, 4), mpi=(2,))``.
 """
 from __future__ import annotations

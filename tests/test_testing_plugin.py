@@ -16,6 +16,8 @@ import textwrap
 from pathlib import Path
 
 import dtensor_np_pytest
+import numpy  # noqa: F401 - before pytester's in-process runs: each restores sys.modules after it, and NumPy's
+# C extension cannot be imported a second time (the zarr plugin imports it in every run)
 from launching import MPIEXEC, clean_mpi_env
 
 pytest_plugins = ["pytester"]
@@ -125,6 +127,87 @@ def test_dt_mpi_runs_each_shape_under_mpiexec_reports_every_rank_and_aborts_a_ha
     assert hang.count("dtensor_np: the test ran past --dt-timeout=4 s; its stacks:") == 2, hang
     assert "[rank 0] dtensor_np" in hang and "[rank 1] dtensor_np" in hang, hang
     assert hang.count("in test_hang") >= 2, hang
+
+
+MODULE_JOB_TESTS = textwrap.dedent(
+    """
+    import os, time
+    from pathlib import Path
+    import numpy as np
+    import pytest
+    import dtensor_np as dt
+
+    def record(mesh, name):
+        from mpi4py import MPI
+        with open(Path(__file__).parent / "pids.txt", "a") as f:
+            f.write(f"{name} {MPI.COMM_WORLD.rank} {os.getpid()}\\n")
+
+    @pytest.mark.world_sizes(2)
+    def test_a(mesh):
+        record(mesh, "a")
+        assert dt.distribute_tensor(np.arange(4.0), mesh, [dt.Shard(0)]).full_tensor().sum() == 6.0
+
+    @pytest.mark.world_sizes(2)
+    def test_b(mesh):
+        record(mesh, "b")
+        assert dt.distribute_tensor(np.arange(4.0), mesh, [dt.Shard(0)]).full_tensor().sum() == 7.0
+
+    @pytest.mark.world_sizes(2)
+    def test_crash(mesh):
+        record(mesh, "crash")
+        from mpi4py import MPI
+        MPI.COMM_WORLD.Barrier()
+        if MPI.COMM_WORLD.rank == 1:
+            os._exit(3)
+
+    @pytest.mark.world_sizes(2)
+    def test_c(mesh):
+        record(mesh, "c")
+
+    @pytest.mark.world_sizes(2)
+    def test_hang(mesh):
+        record(mesh, "hang")
+        from mpi4py import MPI
+        if MPI.COMM_WORLD.rank == 1:
+            time.sleep(600)
+        dt.distribute_tensor(np.ones(2), mesh, [dt.Shard(0)]).full_tensor()
+
+    @pytest.mark.world_sizes(2)
+    def test_d(mesh):
+        record(mesh, "d")
+    """
+)
+
+
+def test_module_jobs_run_a_module_in_one_job_and_a_crash_or_hang_fails_alone(pytester):
+    """--dt-mpi-jobs=module: one mpiexec job for the module's MPI items; a crashed or hung item fails with the
+    job's output and the items after it run on in a new job, each result reported from every rank."""
+    pytester.makepyfile(test_module_jobs=MODULE_JOB_TESTS)
+    result = pytester.runpytest_subprocess(
+        "-v", "-p", "no:cacheprovider", "--dt-mpi", "--dt-timeout", "4", "--dt-mpi-jobs", "module", "-k", "mpi",
+        "-o", f"mpi_executable={MPIEXEC}", timeout=300,
+    )
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines_random([
+        "*test_a?mpi2??rank=0? PASSED*", "*test_a?mpi2??rank=1? PASSED*",
+        "*test_b?mpi2??rank=0? FAILED*", "*test_b?mpi2??rank=1? FAILED*",
+        "*test_crash?mpi2? FAILED*", "*test_c?mpi2??rank=0? PASSED*", "*test_c?mpi2??rank=1? PASSED*",
+        "*test_hang?mpi2? FAILED*", "*test_d?mpi2??rank=0? PASSED*", "*test_d?mpi2??rank=1? PASSED*",
+    ])
+    assert "MPI job of 6 tests of test_module_jobs.py on 2 ranks: the job ended (exit status" in out, out
+    assert "ranks [1] did not finish it" in out, out
+    assert "MPI job of 3 tests of test_module_jobs.py on 2 ranks" in out, out  # test_c, test_hang, test_d
+    hang = out[out.index("test_hang[mpi2] _"):]
+    assert hang.count("dtensor_np: the test ran past --dt-timeout=4 s; its stacks:") == 2, hang
+    jobs: dict[str, set[int]] = {}
+    for line in (pytester.path / "pids.txt").read_text().splitlines():
+        name, rank, pid = line.split()
+        jobs.setdefault(name, set()).add(int(pid))
+    first = jobs["a"]
+    assert len(first) == 2 and jobs["b"] == jobs["crash"] == first, jobs  # one job, a process per rank, until the crash
+    second = jobs["c"] - first  # (rank 0 of the first job may run on into test_c, test_hang before the job ends)
+    assert len(second) == 2 and jobs["hang"] - first == second, jobs  # then a new job from test_c on,
+    assert len(jobs["d"]) == 2 and not jobs["d"] & (first | second), jobs  # and one more after the hang
 
 
 def _run_example(*options: str) -> str:
