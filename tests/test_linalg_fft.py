@@ -35,7 +35,7 @@ from test_numpy_ops import Checks
 R = Replicate()
 P = Partial()
 UNDER_MPI = bool(os.environ.get("PYTEST_ISOLATE_MPI_IS_FORKED"))
-MPI_CHECK_RATE = {2: 0.4, 4: 0.2}  # the share of sampled checks that run under mpiexec -n 2 and -n 4
+MPI_CHECK_RATE = {2: 1.0, 4: 1.0}  # the share of sampled checks that run under mpiexec -n 2 and -n 4: all
 DTYPES = ("float32", "float64", "complex64", "complex128")
 LA = np.linalg
 

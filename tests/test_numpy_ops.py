@@ -41,9 +41,10 @@ _SETTINGS = dict(
 HYP = settings(max_examples=12, **_SETTINGS)
 # MPI (every rank of a job draws the same examples): each example runs every family, each
 # check with probability MPI_CHECK_RATE[ranks] (chosen by a seeded generator, so the same on every
-# rank) -- collectives on 4 processes sharing 2 cores are slow.
+# rank).  Every check runs since the MPI items of a module share one job (--dt-mpi-jobs=module):
+# 35,070 checks over the ranks of this module's and test_linalg_fft's jobs, 13,434 when sampled.
 MPI_HYP = settings(max_examples=5, **_SETTINGS)
-MPI_CHECK_RATE = {2: 0.35, 4: 0.15}
+MPI_CHECK_RATE = {2: 1.0, 4: 1.0}
 R = Replicate()
 
 
@@ -1059,9 +1060,9 @@ def test_mean_and_nan_on_uneven_and_empty_shards(world):
     checks.finish()
 
 
-# MPI: fewer examples, a seeded sample of each example's checks (the same on every rank)
+# MPI: fewer examples, every check of each (a rate below 1.0 samples them, the same on every rank)
 MPI_DTYPE_HYP = settings(max_examples=6, **_SETTINGS)
-MPI_DTYPE_CHECK_RATE = {2: 0.5, 4: 0.25}
+MPI_DTYPE_CHECK_RATE = {2: 1.0, 4: 1.0}
 
 
 @pytest.mark.worlds(simulated=(1, 2, 3, 4), mpi=(2, 4))
