@@ -6,6 +6,8 @@ Run (2 ranks; any world size works, the default shapes are for 2)::
     mpiexec -n 2 python benchmarks/limits.py --quick                 # small shapes, a short budget
     mpiexec -n 2 python benchmarks/limits.py --ops qr,svd,"x.T @ x"  # some ops only
     mpiexec -n 2 python benchmarks/limits.py --ops qr --profile prof/   # + a pyinstrument report per row
+    mpiexec -n 2 python benchmarks/limits.py --agreement both        # each row with the default SPMD agreement
+                                                                     # (collectives.spmd) on, then off
 
 Every rank runs one BLAS thread (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` and
 ``MKL_NUM_THREADS`` are set to 1 before NumPy is imported), float64 throughout.
@@ -29,9 +31,9 @@ qr (TSQR)                   ``np.linalg.qr(block)``, ``Allgather`` of the d x d 
                             Q row-sharded, R replicated
 svd (TSQR)                  the same local QR and ``Allgather``, ``np.linalg.svd`` of the stack,
                             ``U = Q1 @ U2[this rank's rows]``: U row-sharded, S and Vt replicated
-lstsq (TSQR)                local QR, ``c = Q1.T @ b_block`` and ``|b_block|^2 - |c|^2``, one ``Allgather``
-                            of R, c and that scalar, ``np.linalg.lstsq`` of the stack (x, residuals,
-                            rank and singular values replicated)
+lstsq (TSQR)                R of the block's ``[A_i | b_i]`` (``np.linalg.qr(mode="r")``: no Q formed),
+                            ``Allgather`` of the (d+1) x (d+1) triangles, ``np.linalg.lstsq`` of the stack
+                            (x, residuals, rank and singular values replicated)
 var, std axis=None, 0       ``np.mean`` and ``np.var(mean=...)`` (or ``np.std``) of the block, ``Allgather`` of
                             the (mean, var) pairs, Chan's combination of the per-rank moments
 var, std axis=1             ``np.var`` (``np.std``) of the block along rows: no communication
@@ -60,7 +62,7 @@ NumPy's; ``U * S @ Vt == A``, ``S`` and ``|Vt|`` equal to NumPy's); any
 mismatch stops every rank with every rank's complaint.
 
 ``--json`` writes a list of rows ``{"op", "shape", "placement", "out", "ranks",
-"dtensor_ms", "floor_ms", "ratio", "iters"}`` (rank 0); ``ratio = dtensor_ms /
+"dtensor_ms", "floor_ms", "ratio", "iters", "agreement"}`` (rank 0); ``ratio = dtensor_ms /
 floor_ms``, target <= 1.2.
 """
 from __future__ import annotations
@@ -83,10 +85,11 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cli import write_rows  # noqa: E402  (next to this script)
+from cli import add_agreement_option, agreement_modes, write_rows  # noqa: E402  (next to this script)
 from timing import pooled_rounds, timed  # noqa: E402
 
 import dtensor_np as dt  # noqa: E402
+from collectives.spmd import default_agreement  # noqa: E402
 
 Runner = Callable[[], Any]
 # (this rank's blocks of the inputs, the communicator) -> the floor's call, returning its result
@@ -104,8 +107,8 @@ class Case:
 
     ``inputs`` names each input's kind (``"tall"``, ``"vector"``, ``"wide"``: row-sharded;
     ``"weight"``: replicated); ``floor_out`` has a letter per output of the floor: ``S`` row-sharded,
-    ``R`` replicated, ``P`` a partial sum over the ranks; ``compare`` is ``"allclose"``, ``"qr"`` or ``"svd"``; ``reduce``:
-    the DTensor side reduces a Partial result to Replicate (what the user reads).
+    ``R`` replicated, ``P`` a partial sum over the ranks; ``compare`` is ``"allclose"``, ``"qr"`` or
+    ``"svd"``; ``reduce``: the DTensor side reduces a Partial result to Replicate (what the user reads).
     """
 
     op: str
@@ -145,20 +148,21 @@ def _tsqr_floor(factor: Callable[[np.ndarray], Any]) -> FloorFactory:
 
 
 def _lstsq_floor(blocks: Sequence[np.ndarray], comm: Any) -> Runner:
+    """R of this rank's ``[A_i | b_i]`` (no Q formed), ``Allgather`` of the (d+1) x (d+1) triangles, lstsq of the stack.
+
+    ``[A | b] = diag(Q_i) @ stack`` with orthonormal Q_i, so the stack's least-squares problem has the
+    same solution, residual and singular values as the full one.
+    """
     block, b = blocks
     d = block.shape[1]
-    send = np.empty(d * d + d + 1)
-    recv = np.empty((comm.size, d * d + d + 1))
+    augmented = np.empty((block.shape[0], d + 1))
+    stack = np.empty((comm.size * (d + 1), d + 1))
 
     def run() -> Any:
-        q1, r1 = np.linalg.qr(block)
-        c = q1.T @ b
-        send[:d * d] = r1.ravel()
-        send[d * d:-1] = c
-        send[-1] = b @ b - c @ c  # the part of |b - A x|^2 outside this block's column space
-        comm.Allgather(send, recv)
-        x, res, rank, s = np.linalg.lstsq(recv[:, :d * d].reshape(-1, d), recv[:, d * d:-1].ravel(), rcond=None)
-        return x, res + recv[:, -1].sum(), rank, s
+        augmented[:, :d] = block
+        augmented[:, d] = b
+        comm.Allgather(np.linalg.qr(augmented, mode="r"), stack)
+        return np.linalg.lstsq(stack[:, :d], stack[:, d], rcond=None)
     return run
 
 
@@ -354,8 +358,11 @@ def _describe(case: Case, kinds: dict[str, tuple[int, ...]], sample: Any) -> tup
 
 
 def run_case(case: Case, mesh: Any, comm: Any, kinds: dict[str, tuple[int, ...]], budget_s: float,
-             min_iters: int, max_iters: int, rounds: int, profile_dir: Optional[str]) -> dict[str, Any]:
-    """One row: check both sides against NumPy, then time them interleaved; medians in ms."""
+             min_iters: int, max_iters: int, rounds: int, profile_dir: Optional[str], agree: bool) -> dict[str, Any]:
+    """One row: check both sides against NumPy, then time them interleaved; medians in ms.
+
+    ``agree`` only labels the row (and its profile): the caller sets the default agreement.
+    """
     fulls, tensors = make_inputs(case, mesh, kinds)
     # both sides read the same memory: a block's speed depends on which pages it lies on (to_local() of
     # distribute_tensor's result, a view, took 2-4x as long in np.argmax(axis=1) as a copy of it, steadily)
@@ -380,22 +387,23 @@ def run_case(case: Case, mesh: Any, comm: Any, kinds: dict[str, tuple[int, ...]]
     if profile_dir:
         from redistribute import profile_row  # pyinstrument on rank 0, one text report per row
 
-        profile_row(case.op, dtensor, max(iters, 20), comm, profile_dir)
+        profile_row(case.op + ("" if agree else " no agreement"), dtensor, max(iters, 20), comm, profile_dir)
     shape, placement, out = _describe(case, kinds, sample)
     return {"op": case.op, "shape": shape, "placement": placement, "out": out, "ranks": comm.size,
             "dtensor_ms": round(dtensor_ms, 6), "floor_ms": round(floor_ms, 6),
-            "ratio": round(dtensor_ms / floor_ms, 4), "iters": iters}
+            "ratio": round(dtensor_ms / floor_ms, 4), "iters": iters, "agreement": agree}
 
 
-HEAD = (f"{'op':<18} {'shape':<18} {'placement':<10} {'out':<16} {'DTensor ms':>11} {'floor ms':>10} "
+HEAD = (f"{'op':<18} {'shape':<21} {'placement':<10} {'out':<14} {'agree':<5} {'DTensor ms':>11} {'floor ms':>10} "
         f"{'ratio':>6}")
 
 
 def table_line(row: dict[str, Any]) -> str:
     """A row of the printed table; ``*`` marks a ratio above the 1.2 target."""
     flag = " *" if row["ratio"] > TARGET else ""
-    return (f"{row['op']:<18} {row['shape']:<18} {row['placement']:<10} {row['out']:<16} {row['dtensor_ms']:>11.3f} "
-            f"{row['floor_ms']:>10.3f} {row['ratio']:>6.2f}{flag}")
+    return (f"{row['op']:<18} {row['shape']:<21} {row['placement']:<10} {row['out']:<14} "
+            f"{'on' if row['agreement'] else 'off':<5} {row['dtensor_ms']:>11.3f} {row['floor_ms']:>10.3f} "
+            f"{row['ratio']:>6.2f}{flag}")
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -409,6 +417,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--max-iters", type=int, default=2000, help="at most this many calls per side")
     parser.add_argument("--rounds", type=int, default=None, help="rounds per row, each with new floor buffers, "
                         "pooled (default 3; 1 quick)")
+    add_agreement_option(parser)
     parser.add_argument("--profile", metavar="DIR", help="after each row, profile the DTensor call with "
                         "pyinstrument (rank 0) and write a text report per row into DIR")
     args = parser.parse_args(argv)
@@ -432,8 +441,10 @@ def main(argv: Optional[list[str]] = None) -> int:
               f"{platform.processor() or platform.machine()}; ratio = DTensor / floor, target <= {TARGET}", flush=True)
         print(HEAD + "\n" + "-" * len(HEAD), flush=True)
     rows = []
-    for name in names:
-        rows.append(run_case(CASES[name], mesh, comm, kinds, budget, min_iters, args.max_iters, rounds, args.profile))
+    for name, agree in ((name, agree) for name in names for agree in agreement_modes(args)):
+        with default_agreement(agree):
+            rows.append(run_case(CASES[name], mesh, comm, kinds, budget, min_iters, args.max_iters, rounds,
+                                 args.profile, agree))
         if root:
             print(table_line(rows[-1]), flush=True)
     if root:

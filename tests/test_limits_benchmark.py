@@ -48,7 +48,8 @@ def test_the_qr_and_svd_checks_allow_column_signs_and_catch_wrong_factors():
     u, s, vt = np.linalg.svd(a, full_matrices=False)
     assert limits.mismatch(svd, (u * flip, s, vt * flip[:, None]), (a,)) is None
     assert limits.mismatch(svd, (u, s[::-1], vt), (a,)) == "differs from NumPy on the full array"
-    assert limits.mismatch(svd, (u[:6], s, vt), (a,)) == "expected shapes [(12, 3), (3,), (3, 3)], got [(6, 3), (3,), (3, 3)]"
+    assert limits.mismatch(svd, (u[:6], s, vt), (a,)) == (
+        "expected shapes [(12, 3), (3,), (3, 3)], got [(6, 3), (3,), (3, 3)]")
 
 
 def test_the_argmax_check_wants_the_exact_indices():
@@ -83,6 +84,7 @@ def test_quick_run_under_mpiexec_checks_every_op_and_writes_the_rows(tmp_path: P
     assert [r["op"] for r in rows] == list(limits.CASES)
     for r in rows:
         assert r["ranks"] == 2 and r["iters"] >= 3 and r["dtensor_ms"] > 0 and r["floor_ms"] > 0
+        assert r["agreement"] is True  # the default SPMD agreement, as a user runs
         assert r["ratio"] == pytest.approx(r["dtensor_ms"] / r["floor_ms"], rel=1e-3)
     by_op = {r["op"]: r for r in rows}
     assert by_op["lstsq"]["shape"] == "512x16" and by_op["lstsq"]["placement"] == "S(0), S(0)"
