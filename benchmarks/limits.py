@@ -2,7 +2,7 @@
 
 Run (2 ranks; any world size works, the default shapes are for 2)::
 
-    mpiexec -n 2 python benchmarks/limits.py --json OUT.json         # every op (about a minute)
+    mpiexec -n 2 python benchmarks/limits.py --json OUT.json         # every op (one to two minutes)
     mpiexec -n 2 python benchmarks/limits.py --quick                 # small shapes, a short budget
     mpiexec -n 2 python benchmarks/limits.py --ops qr,svd,"x.T @ x"  # some ops only
     mpiexec -n 2 python benchmarks/limits.py --ops qr --profile prof/   # + a pyinstrument report per row
@@ -325,8 +325,8 @@ def _stop_if_any(problems: dict[str, Optional[str]], comm: Any, op: str) -> None
     """Every rank exits, naming every rank's complaint, when any rank found one."""
     complaints = [f"rank {r}: {side} {p}" for r, mine in enumerate(comm.allgather(problems))
                   for side, p in mine.items() if p]
-    if complaints:
-        raise SystemExit(f"{op}: " + "; ".join(complaints))
+    if complaints:  # every rank exits; rank 0 says why (every rank has the same list)
+        raise SystemExit(f"{op}: " + "; ".join(complaints) if comm.rank == 0 else 1)
 
 
 # ---- the run --------------------------------------------------------------------------------------
