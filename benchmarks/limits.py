@@ -69,8 +69,9 @@ from __future__ import annotations
 
 import os
 
-for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_variable] = "1"  # one BLAS thread per rank, before NumPy starts its pool
+if __name__ == "__main__":  # run as the script (not imported by a test): one BLAS thread per rank, set before
+    for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # NumPy starts its pool
+        os.environ[_variable] = "1"
 
 import argparse  # noqa: E402
 import functools  # noqa: E402
