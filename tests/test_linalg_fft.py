@@ -505,9 +505,15 @@ def test_fftfreq_is_numpy_and_combines_with_dtensors(world):
     mesh = dt.DeviceMesh((world.size,), backend=world.kind)
     a = random_array(10, (8, 6), "float64")
     x = dt.distribute_tensor(a, mesh, [Shard(0)])
+    # no array argument: NumPy's own function, a plain ndarray; its values from the definition, f_k = k / (n d)
     freq = FFT.fftfreq(6, d=0.5)
-    report.expect(np.array_equal(freq, np.fft.fftfreq(6, 0.5)), "fftfreq changed")
-    report.expect(np.array_equal(FFT.rfftfreq(6, d=2.0), np.fft.rfftfreq(6, 2.0)), "rfftfreq changed")
+    report.expect(type(freq) is np.ndarray and np.array_equal(freq, np.array([0, 1, 2, -3, -2, -1]) / 3.0),
+                  f"fftfreq(6, d=0.5): {freq!r}")
+    report.expect(np.array_equal(FFT.rfftfreq(6, d=2.0), np.array([0, 1, 2, 3]) / 12.0), "rfftfreq(6, d=2.0)")
+    xp = dt.array_api.namespace(mesh)  # the namespace's: the same values, placed on the mesh
+    placed = xp.fft.fftfreq(6, d=0.5)
+    report.expect(isinstance(placed, dt.DTensor) and np.array_equal(placed.full_tensor(), freq),
+                  f"xp.fft.fftfreq(6, d=0.5): {placed!r}")
     k = dt.distribute_tensor(np.broadcast_to(freq, (8, 6)).copy(), mesh, [Shard(0)])
     report.same("fft(x) * fftfreq", lambda: np.fft.fft(a) * freq, lambda: FFT.fft(x) * k, 1e-9, always=True)
     report.same("fftshift(fftfreq) as a DTensor", lambda: FFT.fftshift(np.broadcast_to(freq, (8, 6))), lambda: FFT.fftshift(k), 0, always=True)

@@ -88,7 +88,7 @@ class Checks:
             with np.errstate(all="ignore"):
                 expected = numpy_call()
         except Exception as exc:  # NumPy refuses: so must the DTensor call
-            kind = ValueError if isinstance(exc, ValueError) else TypeError if isinstance(exc, TypeError) else type(exc)
+            kind = type(exc)  # NumPy's own class (AxisError, LinAlgError...) or a subclass of it
             try:
                 with np.errstate(all="ignore"):
                     dtensor_call()
@@ -519,10 +519,18 @@ def reduction_dtype_family(world, data, checks: "Checks") -> None:
         axis = data.draw(st.sampled_from(axes), label=f"axis for dtype={requested}")
         keepdims = data.draw(st.booleans(), label=f"keepdims for dtype={requested}")
         low = {np.dtype(t) for t in (dtype, requested) if t is not None}
-        # float16: a sharded mean rounds each rank's share to float16 before the pending sum adds them
-        # (a few float16 ulps of values up to 3); float sums here are exact, integers compared exactly.
-        rtol = 1e-2 if np.dtype("float16") in low else 1e-5 if np.dtype("float32") in low else 1e-12
+        # Sums, extrema and logical reductions of these values are exact in every dtype: compared exactly.
+        # A sharded mean rounds each rank's share before the pending sum adds them (a rounding per rank and
+        # one for the division: eps * (ranks + 1), of the largest value for cancelling shares); a product's
+        # factors are multiplied in another order (a rounding per factor: eps * factors).
+        eps = max((float(np.finfo(t).eps) for t in low if t.kind in "fc"), default=0.0)
+        reduced = int(np.prod([shape[a] for a in range(ndim)] if axis is None else
+                              [shape[a] for a in np.atleast_1d(axis)]))
+        scale = float(np.max(np.abs(full), initial=1.0))
+        ranks = int(np.prod(mesh.shape))
+        tolerances = {"mean": (eps * (ranks + 1), eps * (ranks + 1) * scale), "prod": (eps * reduced, 0.0)}
         for name, reduce in DTYPE_REDUCTIONS.items():
+            kind = {"x.mean": "mean", "x.sum": "sum", "multiply.reduce": "prod"}.get(name, name)
             if requested is not None and name in ("max", "min", "any", "all"):
                 continue  # these take no dtype= (NumPy refuses it before any DTensor code runs)
             if name in ("prod", "multiply.reduce") and np.dtype("float16") in low:
@@ -532,7 +540,8 @@ def reduction_dtype_family(world, data, checks: "Checks") -> None:
                     continue  # products, which a distributed reduction changes (as any parallel one)
             checks.same(f"{name}(axis={axis}, keepdims={keepdims}, dtype={requested}) of {dtype}{shape} {x.spec} mesh {mesh.shape}",
                         lambda reduce=reduce: reduce(full, axis, keepdims, requested),
-                        lambda reduce=reduce: reduce(x, axis, keepdims, requested), rtol=rtol, atol=rtol)
+                        lambda reduce=reduce: reduce(x, axis, keepdims, requested), exact=kind not in tolerances,
+                        rtol=tolerances.get(kind, (0.0, 0.0))[0], atol=tolerances.get(kind, (0.0, 0.0))[1])
 
 
 def mean_and_nan_checks(world, checks: "Checks") -> None:
