@@ -378,15 +378,21 @@ def _wait_for(process: subprocess.Popen, directory: str, stall_s: float) -> bool
     """Wait for a module job to end; kill it (its whole process group) when no report file has appeared in
     ``directory`` for ``stall_s`` seconds.  True when it was killed."""
     seen, last = -1, time.monotonic()
-    while True:
-        try:
-            process.wait(timeout=0.5)
-            return False
-        except subprocess.TimeoutExpired:
-            count, now = len(os.listdir(directory)), time.monotonic()
-            if count != seen:
-                seen, last = count, now
-            elif now - last > stall_s:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-                return True
+    try:
+        while True:
+            try:
+                process.wait(timeout=0.5)
+                return False
+            except subprocess.TimeoutExpired:
+                count, now = len(os.listdir(directory)), time.monotonic()
+                if count != seen:
+                    seen, last = count, now
+                elif now - last > stall_s:
+                    break
+    except BaseException:  # Ctrl-C: the job is in its own session, out of the terminal's reach: end it too
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    return True

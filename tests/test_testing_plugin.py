@@ -226,3 +226,13 @@ def test_the_example_project_passes_simulated_and_under_mpiexec():
     out = _run_example("--dt-mpi", "-o", f"mpi_executable={MPIEXEC}", "-vv", "-k", "rows_sharded and not mpi4")
     assert re.search(r"\b5 passed, 7 deselected in ", out), out
     assert "test_normalize_rows_sharded[mpi2][rank=1] PASSED" in out, out
+
+
+def test_a_module_job_that_writes_no_report_for_too_long_is_killed(tmp_path):
+    """The outer backstop of --dt-mpi-jobs=module (for a rank whose own timer cannot fire): no new report file
+    for ``stall_s`` seconds ends the job's whole process group."""
+    job = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    assert dtensor_np_pytest._wait_for(job, str(tmp_path), stall_s=0.5) is True
+    assert job.returncode == -9
+    done = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    assert dtensor_np_pytest._wait_for(done, str(tmp_path), stall_s=30.0) is False and done.returncode == 0
