@@ -26,7 +26,8 @@ alone (step_floor.py), the collectives' time on the simulated mesh, and the
 rest, the Python around the kernels (and the page faults of memory the
 allocator gave back), as a share of the step; beside PyTorch eager for the
 same model (one thread) where torch is installed; and the page faults per
-step.  Times are CPU times of this process (``time.process_time``: steadier
+step with the step's user and system CPU time (getrusage: the system time is
+the kernel's work on the faults).  Times are CPU times of this process (``time.process_time``: steadier
 than the wall clock on a shared machine).  It calls the training job's
 ``keep_freed_memory`` first, as ``python -m dtensor_np.examples.train`` does
 (``--release-memory``: glibc's defaults)::
@@ -129,7 +130,7 @@ def floor(dp: int, tp: int, args: argparse.Namespace) -> dict[str, Any]:
     timed_with([one_step, kernels], args.warmup, lambda: None, lambda t: None, clock=time.process_time)
     times = timed_with([one_step, kernels], args.iters, lambda: None, lambda t: None, clock=time.process_time)
     times = np.median(times, axis=1) * 1e3
-    faults = step_floor.page_faults(one_step, 3)
+    faults, user_ms, sys_ms = step_floor.usage(one_step, 5)
     step_ms, kernel_ms, comm_ms = float(times[0]), float(times[1]), comm_s * 1e3
     torch_ms = torch_eager_ms(cfg, params, x, y, args.iters, args.warmup)
     return {
@@ -143,6 +144,8 @@ def floor(dp: int, tp: int, args: argparse.Namespace) -> dict[str, Any]:
         "python_share": (step_ms - kernel_ms - comm_ms) / step_ms,
         "torch_ms": torch_ms,
         "page_faults": faults,
+        "user_ms": user_ms,
+        "sys_ms": sys_ms,
         "iters": args.iters,
     }
 
@@ -206,11 +209,12 @@ def main_floor(args: argparse.Namespace) -> None:
     print(f"# one process, {platform.machine()}, float64, batch {args.batch}, {rows[0]['kernel_calls']} kernels "
           f"(one device), median CPU ms (process_time) over {args.iters} steps after {args.warmup} warm-up; "
           f"freed memory: {memory}")
-    print(f"{'layout':<16}{'step':>10}{'kernels':>10}{'comm':>9}{'python':>9}{'share':>8}{'torch eager':>13}{'faults':>8}")
+    print(f"{'layout':<16}{'step':>10}{'kernels':>10}{'comm':>9}{'python':>9}{'share':>8}{'torch eager':>13}{'faults':>8}{'user':>9}{'sys':>8}")
     for r in rows:
         torch_col = "-" if r["torch_ms"] is None else f"{r['torch_ms']:.1f}ms"
         print(f"{r['layout']:<16}{r['step_ms']:>8.1f}ms{r['kernels_ms']:>8.1f}ms{r['comm_ms']:>7.1f}ms"
-              f"{r['python_ms']:>7.1f}ms{r['python_share'] * 100:>7.1f}%{torch_col:>13}{r['page_faults']:>8.0f}")
+              f"{r['python_ms']:>7.1f}ms{r['python_share'] * 100:>7.1f}%{torch_col:>13}{r['page_faults']:>8.0f}"
+              f"{r['user_ms']:>7.1f}ms{r['sys_ms']:>6.1f}ms")
     if rows[0]["torch_ms"] is None:
         print("# torch eager: - (torch is not installed)")
     write_rows(rows, args.json)

@@ -1,5 +1,5 @@
-"""The training step near its kernels: memory kept between steps (same values, no page faults), and the
-floor benchmark (``benchmarks/train_step.py --floor``: a step's NumPy kernels recorded and replayed).
+"""The training step near its kernels: memory kept between steps (same values, no page faults), nodes
+with static shapes and axes called directly (same values), and the floor benchmark (``benchmarks/train_step.py --floor``: a step's NumPy kernels recorded and replayed).
 
 No timing is asserted: the benchmark prints the times; these tests check that keeping freed memory
 changes no value a step computes and stops the page faults of each step, and that the recorded kernels
@@ -18,7 +18,12 @@ import numpy as np
 import pytest
 
 import dtensor_np as dt
+from dtensor_np.autodiff import grad_graph
 from dtensor_np.examples import train as example
+from dtensor_np.graph.evaluate import bind_inputs
+from dtensor_np.graph.ir import Constant
+from dtensor_np.graph.pytree import unflatten
+from dtensor_np.passes.pruning import prune
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("step_floor", ROOT / "benchmarks" / "step_floor.py")
@@ -32,7 +37,12 @@ _SCRIPT = r"""
 import functools, json, sys
 import numpy as np
 import dtensor_np as dt
+from dtensor_np.autodiff import grad_graph
 from dtensor_np.examples import train as example
+from dtensor_np.graph.evaluate import bind_inputs
+from dtensor_np.graph.ir import Constant
+from dtensor_np.graph.pytree import unflatten
+from dtensor_np.passes.pruning import prune
 sys.path.insert(0, sys.argv[1])
 import step_floor
 
@@ -104,13 +114,39 @@ def _model(batch: int = 4):
     return params, x, y, functools.partial(example.loss_fn, cfg=CFG)
 
 
+def _bound_call_by_call(graph, *args):
+    """The graph run with every node bound by ``Node.call`` (what ``evaluate`` did before its direct calls)."""
+    env = {v.id: x for v, x in zip(graph.inputs, bind_inputs(graph, args))}
+    for node in graph.nodes:
+        values = [env[v.id] for v in node.inputs]
+        results = (node.fn.value,) if isinstance(node.fn, Constant) else node.unpack(node.call(values))
+        env.update((v.id, r) for v, r in zip(node.outputs, results))
+    return unflatten(graph.out_tree, [env[v.id] for v in graph.outputs])
+
+
+def test_training_steps_are_bitwise_those_of_the_graph_bound_call_by_call():
+    params, x, y, fn = _model()
+    joint = prune(grad_graph(dt.graph.trace(fn, params, x, y), (0,)))
+    static = sum(1 for n in joint.nodes if n.params and any(type(a) in (tuple, list) for a in n.params.args))
+    assert static > 10  # reshapes, transposes, sums over axes: the nodes now called directly
+    opt = dt.optim.adamw(3e-3)
+    runs = []
+    for run in (dt.value_and_grad(fn), lambda p, x, y: _bound_call_by_call(joint, p, x, y)):
+        held, state, losses = params, opt.init(params), []
+        for _ in range(4):
+            loss, grads = run(held, x, y)
+            held, state = opt.update(grads, state, held)
+            losses.append(float(loss))
+        runs.append((losses, held))
+    (fast, fast_params), (slow, slow_params) = runs
+    assert fast == slow
+    assert all(fast_params[k].tobytes() == slow_params[k].tobytes() for k in params)
+
+
 def test_recorded_kernels_are_the_steps_own_calls_on_one_device():
     params, x, y, fn = _model()
     opt = dt.optim.adamw(1e-3)
     state = opt.init(params)
-    from dtensor_np.autodiff import grad_graph
-    from dtensor_np.passes.pruning import prune
-
     joint = prune(grad_graph(dt.graph.trace(fn, params, x, y), (0,)))
     calls, comm = step_floor.record_step(dt.value_and_grad(fn), opt, params, state, (x, y), joint)
     n_graph = sum(1 for node in joint.nodes if not isinstance(node.fn, dt.graph.Constant))
