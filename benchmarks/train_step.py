@@ -5,8 +5,11 @@ Run::
     mpiexec -n 2 python benchmarks/train_step.py --json OUT.json       # dp=2, and dp=1 x tp=2
     mpiexec -n 2 python benchmarks/train_step.py --quick
 
-The model and data are those of ``python -m dtensor_np.examples.train``
-(float64).  A step is the loss and gradients plus an AdamW update:
+Every rank first keeps freed memory for the next step as the training job
+does (``keep_freed_memory``; ``--release-memory``: glibc's defaults), and the
+table gives the page faults of one fsdp step (the most of any rank).  The
+model and data are those of ``python -m dtensor_np.examples.train`` (float64).
+A step is the loss and gradients plus an AdamW update:
 
 * ``single``: the program on one device (``dt.value_and_grad`` on the full
   batch, AdamW on the parameter dict): every rank runs it at the same time on
@@ -91,6 +94,7 @@ def run(dp: int, tp: int, args: argparse.Namespace, comm: MPI.Intracomm) -> dict
     assert abs(want - got) <= 1e-9 * abs(want), f"losses differ: {want} vs {got}"
     timed([single, fsdp], args.warmup, comm)
     times = np.median(timed([single, fsdp], args.iters, comm), axis=1) * 1e3
+    faults = comm.allreduce(step_floor.page_faults(fsdp, 3), op=MPI.MAX)
     n_params = sum(v.size for v in params.values())
     return {
         "mesh": f"{dp}x{tp}",
@@ -102,6 +106,7 @@ def run(dp: int, tp: int, args: argparse.Namespace, comm: MPI.Intracomm) -> dict
         "speedup": float(times[0] / times[1]),
         "buckets": step.buckets,
         "collectives": step.collectives(),
+        "fsdp_page_faults": faults,
         "iters": args.iters,
     }
 
@@ -236,7 +241,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--floor", action="store_true",
                         help="one process: each layout's step beside its kernels timed alone (and torch eager)")
     parser.add_argument("--release-memory", action="store_true",
-                        help="with --floor: leave glibc's malloc as it is (no keep_freed_memory)")
+                        help="leave glibc's malloc as it is (no keep_freed_memory, which the training job calls)")
     args = parser.parse_args(argv)
     if args.quick:
         args.iters, args.warmup, args.layers, args.d_model, args.d_ff, args.seq = 3, 1, 1, 16, 32, 8
@@ -244,15 +249,18 @@ def main(argv: list[str] | None = None) -> None:
         return main_floor(args)
     comm = MPI.COMM_WORLD
     n = comm.size
+    kept = False if args.release_memory else example.keep_freed_memory()  # as the training job does
     meshes = [(n, 1)] + ([(n // 2, 2)] if n % 2 == 0 else [])
     rows = [run(dp, tp, args, comm) for dp, tp in meshes]
     if comm.rank == 0:
         print(f"# {n} ranks, {MPI.Get_library_version().splitlines()[0]}, {platform.machine()}, float64, "
-              f"median ms per step (slowest rank) over {args.iters} steps after {args.warmup} warm-up")
-        print(f"{'mesh (dp x tp)':<16}{'params':>9}{'batch':>7}{'single':>11}{'fsdp':>11}{'speedup':>9}  collectives per step")
+              f"median ms per step (slowest rank) over {args.iters} steps after {args.warmup} warm-up; "
+              f"freed memory kept: {kept}")
+        print(f"{'mesh (dp x tp)':<16}{'params':>9}{'batch':>7}{'single':>11}{'fsdp':>11}{'speedup':>9}{'faults':>8}"
+              "  collectives per step")
         for r in rows:
             print(f"{r['mesh']:<16}{r['params']:>9,}{r['batch']:>7}{r['single_ms']:>9.1f}ms{r['fsdp_ms']:>9.1f}ms"
-                  f"{r['speedup']:>8.2f}x  {r['collectives']}")
+                  f"{r['speedup']:>8.2f}x{r['fsdp_page_faults']:>8.0f}  {r['collectives']}")
         write_rows(rows, args.json)
 
 

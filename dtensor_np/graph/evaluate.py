@@ -63,6 +63,8 @@ def _is_container(x: Any) -> bool:
 def check_aval(var: Var, value: Any, expected: ShapeDtype | None = None) -> None:
     """TypeError unless ``value`` has the shape and dtype ``expected`` (default: the variable's)."""
     expected = var.aval if expected is None else expected
+    if type(value) is np.ndarray and value.shape == expected.shape and value.dtype == expected.dtype:
+        return  # the common case, without building a ShapeDtype
     got = ShapeDtype.of(value)
     if got != expected:
         raise TypeError(f"input {var}: expected an array {expected}, got {got}")
