@@ -24,8 +24,8 @@ losses of the first step are checked equal before timing.
 
 ``--floor`` (one process, no mpiexec needed) puts each layout's step (one
 device, and dp, tp, dp x tp on simulated meshes of this process) beside its
-floor: the NumPy kernels of one step recorded with their arguments and timed
-alone (step_floor.py), the collectives' time on the simulated mesh, and the
+floor: the NumPy kernels of one step recorded with their arguments and run
+alone as a dataflow (step_floor.py), the collectives' time on the simulated mesh, and the
 rest, the Python around the kernels (and the page faults of memory the
 allocator gave back), as a share of the step; beside PyTorch eager for the
 same model (one thread) where torch is installed; and the page faults per
@@ -124,13 +124,14 @@ def floor(dp: int, tp: int, args: argparse.Namespace) -> dict[str, Any]:
         value_and_grad, joint, held = step.value_and_grad, None, step.shard(params)
     state = opt.init(held)
     calls, comm_s = step_floor.record_step(value_and_grad, opt, held, state, (x, y), joint)
+    program = calls.program()
 
     def one_step() -> Any:
         loss, grads = value_and_grad(held, x, y)
         return opt.update(grads, state, held), loss
 
     def kernels() -> None:
-        step_floor.replay(calls)
+        step_floor.replay(calls, program)
 
     timed_with([one_step, kernels], args.warmup, lambda: None, lambda t: None, clock=time.process_time)
     times = timed_with([one_step, kernels], args.iters, lambda: None, lambda t: None, clock=time.process_time)

@@ -148,17 +148,22 @@ def test_recorded_kernels_are_the_steps_own_calls_on_one_device():
     opt = dt.optim.adamw(1e-3)
     state = opt.init(params)
     joint = prune(grad_graph(dt.graph.trace(fn, params, x, y), (0,)))
-    calls, comm = step_floor.record_step(dt.value_and_grad(fn), opt, params, state, (x, y), joint)
+    rec, comm = step_floor.record_step(dt.value_and_grad(fn), opt, params, state, (x, y), joint)
     n_graph = sum(1 for node in joint.nodes if not isinstance(node.fn, dt.graph.Constant))
-    assert comm == 0.0 and len(calls) > n_graph  # every node of the joint graph, then AdamW's calls
-    results = [f(*a, **k) for f, a, k in calls]
+    assert comm == 0.0 and len(rec) > n_graph  # every node of the joint graph, then AdamW's calls
+    # the replay's inputs are the parameters and the batch (and the graph's constants), nothing computed
+    assert {id(a) for a in (*params.values(), x, y)} <= set(rec.inputs)
+    assert all(key not in rec.inputs for writes in rec.writes for key in writes)
+    # replayed as a dataflow, the calls give the step's values: the loss, and AdamW's new parameters
+    seen = []
+    traced = [(lambda f: (lambda *a, **k: seen.append(f(*a, **k)) or seen[-1]))(f) for f, _, _ in rec.calls]
+    program = [(t, *rest) for t, (_, *rest) in zip(traced, rec.program())]
+    step_floor.replay(rec, program)
     loss, grads = dt.value_and_grad(fn)(params, x, y)
     new_params, _ = opt.update(grads, state, params)
-    # the graph's loss is among its calls' results, and AdamW's last calls give the new parameters
-    assert any(np.ndim(r) == 0 and float(r) == float(loss) for r in results[:n_graph])
-    last = {id(r): r for r in results[n_graph:]}
+    assert any(np.ndim(r) == 0 and float(r) == float(loss) for r in seen[:n_graph])
     for name, want in new_params.items():
-        assert any(r.shape == want.shape and np.array_equal(r, want) for r in last.values()), name
+        assert any(np.shape(r) == want.shape and np.array_equal(r, want) for r in seen[n_graph:]), name
 
 
 def test_recorded_kernels_of_a_sharded_step_are_per_rank_and_leave_the_collectives_out():
@@ -169,12 +174,12 @@ def test_recorded_kernels_of_a_sharded_step_are_per_rank_and_leave_the_collectiv
     opt = dt.optim.adamw(1e-3)
     state = opt.init(flat)
     with dt.comm_counter() as counter:
-        calls, comm = step_floor.record_step(step.value_and_grad, opt, flat, state, (x, y))
+        rec, comm = step_floor.record_step(step.value_and_grad, opt, flat, state, (x, y))
     assert comm > 0.0  # the collectives ran (timed apart), none of them is a recorded call
     with dt.comm_counter() as replayed:
-        step_floor.replay(calls)
+        step_floor.replay(rec)
     assert sum(replayed.counts.values()) == 0 and sum(counter.counts.values()) > 0
-    ranks = {a[0] for f, a, k in calls if a and isinstance(a[0], int)}
+    ranks = {a[0] for f, a, k in rec.calls if a and type(a[0]) is int}
     assert ranks == {0, 1, 2, 3}  # each local step once per rank of the simulated mesh
 
 
