@@ -317,7 +317,7 @@ def keep_freed_memory(limit_mib: int = 1024) -> bool:
         libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # noqa: B018 - glibc only: its mallopt parameters
         mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # no C library to open by None (Windows), or not glibc
         return False
     return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX)) and bool(
         mallopt(_M_TRIM_THRESHOLD, int(limit_mib) * 1024 * 1024))
