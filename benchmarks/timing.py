@@ -20,19 +20,21 @@ import numpy as np
 Runner = Callable[[], Any]
 
 
-def timed_with(fns: list[Runner], iters: int, barrier: Runner, to_slowest: Callable[[np.ndarray], Any]) -> np.ndarray:
+def timed_with(fns: list[Runner], iters: int, barrier: Runner, to_slowest: Callable[[np.ndarray], Any],
+               clock: Callable[[], float] = time.perf_counter) -> np.ndarray:
     """Per-iteration seconds of each fn on the slowest rank, interleaved; shape ``(len(fns), iters)``.
 
     An iteration of one fn is ``barrier()``, start the clock, call it, stop the clock; the fns take
     turns, in an order that rotates by one from one iteration to the next, so every fn runs in
     every position (first, second, ...) equally often; with two fns each runs right after the
     other and right after itself equally often.  ``to_slowest(times)`` runs once
-    after the loop and must replace every entry by its maximum over the ranks, in place.
+    after the loop and must replace every entry by its maximum over the ranks, in place.  ``clock``:
+    ``time.process_time`` times this process's CPU (user and system) alone, steadier than the wall
+    clock on a machine other jobs share.
     """
     n = len(fns)
     times = np.empty((n, iters))
     orders = [[(start + j) % n for j in range(n)] for start in range(n)]
-    clock = time.perf_counter
     for i in range(iters):
         for j in orders[i % n]:
             fn = fns[j]

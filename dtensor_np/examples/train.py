@@ -23,9 +23,10 @@ Run it::
     mpiexec -n 4 python -m dtensor_np.examples.train         # 4 MPI processes on a 2x2 (dp, tp) mesh
     python -m dtensor_np.examples.train --dp 4 --tp 1 --steps 200 --plot loss.png
 
-It prints the loss every ``--every`` steps, the collectives one step issues,
-the largest relative difference from the single-device losses, and writes
-the loss curve as a PNG (``pip install -e ".[train]"`` brings matplotlib).
+As a program it keeps freed memory for the next step (:func:`keep_freed_memory`;
+``--release-memory`` does not).  It prints the loss every ``--every`` steps,
+the collectives one step issues, the largest relative difference from the
+single-device losses, and writes the loss curve as a PNG (``pip install -e ".[train]"`` brings matplotlib).
 
 Example:
     >>> import numpy as np
@@ -41,6 +42,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import ctypes
 import functools
 import sys
 import time
@@ -57,7 +59,7 @@ from dtensor_np.examples.tp_mlp import attention, gelu, linear
 from dtensor_np.runtime import backend_for
 
 __all__ = ["Config", "corpus", "batch", "init_params", "loss_fn", "dropout_masks", "plan", "train", "save_state",
-           "load_state", "main"]
+           "load_state", "keep_freed_memory", "main"]
 
 Params = dict[str, np.ndarray]
 
@@ -280,6 +282,47 @@ def train(mesh: Optional[dt.DeviceMesh], cfg: Config, steps: int, batch_size: in
     return Run(tuple(losses), collectives_per_step, buckets, seconds, sum(int(v.size) for v in params.values()), first)
 
 
+# -- memory between steps -------------------------------------------------------------
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+_MMAP_THRESHOLD_MAX = 32 * 1024 * 1024  # glibc's largest M_MMAP_THRESHOLD on 64-bit
+
+
+def keep_freed_memory(limit_mib: int = 1024) -> bool:
+    """Keep up to ``limit_mib`` MiB of freed memory in this process for the next step (glibc's malloc).
+
+    A step frees its activations and gradients and allocates them again the
+    next step.  By default glibc gives large freed blocks back to the OS
+    (``munmap``, and trimming the heap's top), so every step touches new
+    pages: thousands of page faults per step (the kernel zeroes each page),
+    about a quarter of a one-process step of the default model
+    (benchmarks/README.md, "Training step: Python share").  This keeps arrays
+    of up to 32 MiB on the heap (``M_MMAP_THRESHOLD``) and trims the heap only
+    above ``limit_mib`` MiB free (``M_TRIM_THRESHOLD``), as the environment
+    variables ``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_`` would.
+    It changes no value a step computes.  Returns False, changing nothing,
+    where the C library is not glibc.  ``python -m dtensor_np.examples.train``
+    calls it (``--release-memory`` leaves glibc's defaults).
+
+    Example:
+        >>> keep_freed_memory(4096)
+        Traceback (most recent call last):
+        ...
+        ValueError: keep_freed_memory: expected limit_mib from 1 to 2047, got 4096
+    """
+    if isinstance(limit_mib, bool) or not isinstance(limit_mib, (int, np.integer)):
+        raise TypeError(f"keep_freed_memory: expected limit_mib as an int, got {type(limit_mib).__name__}")
+    if not 1 <= limit_mib <= 2047:  # mallopt takes a C int of bytes
+        raise ValueError(f"keep_freed_memory: expected limit_mib from 1 to 2047, got {limit_mib}")
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018 - glibc only: its mallopt parameters
+        mallopt = libc.mallopt
+    except (OSError, AttributeError, TypeError):  # no C library to open by None (Windows), or not glibc
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX)) and bool(
+        mallopt(_M_TRIM_THRESHOLD, int(limit_mib) * 1024 * 1024))
+
+
 # -- checkpoints: the logical parameters and AdamW moments, independent of the mesh --------------------
 def _run_identity(cfg: Config, seed: int, batch_size: int, dropout: float) -> dict[str, Any]:
     """What a resumed run must share with the saved one to continue it (the data, the model, the masks)."""
@@ -402,11 +445,18 @@ def _parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--resume", default=None, metavar="DIR", help="continue from a saved state (any mesh)")
     parser.add_argument("--dropout", type=float, default=0.0,
                         help="dropout probability P (0 <= P < 1) of the attention and MLP outputs; masks by dt.random")
+    parser.add_argument("--release-memory", action="store_true",
+                        help="give freed memory back to the OS after each step (glibc's default; see keep_freed_memory)")
     return parser.parse_args(argv)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the example; returns the exit status (0 when the losses match the single-device run)."""
+def main(argv: Optional[Sequence[str]] = None, keep_memory: bool = False) -> int:
+    """Run the example; returns the exit status (0 when the losses match the single-device run).
+
+    ``keep_memory``: call :func:`keep_freed_memory` first (unless ``--release-memory``), as
+    ``python -m dtensor_np.examples.train`` does; False by default, so that a call from Python leaves
+    the process's allocator as it is.
+    """
     args = _parse(argv)
     if args.steps < 1:
         print(f"error: expected --steps of at least 1, got {args.steps}", file=sys.stderr)
@@ -425,6 +475,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     root = 0 in backend_for(mesh).ranks
+    if keep_memory and not args.release_memory:
+        keep_freed_memory()
     if args.micro_batches < 1 or args.batch % args.micro_batches:
         print(f"error: expected --micro-batches dividing --batch {args.batch}, got {args.micro_batches}",
               file=sys.stderr)
@@ -461,4 +513,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(keep_memory=True))

@@ -22,7 +22,7 @@ import numpy as np
 from collectives import array_module, memo
 
 from .ir import Constant, Input, ShapeDtype, Var, bound_method
-from .pytree import leaves_with_paths, path_name, unflatten
+from .pytree import flatten, leaves_with_paths, path_name, unflatten
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -63,6 +63,8 @@ def _is_container(x: Any) -> bool:
 def check_aval(var: Var, value: Any, expected: ShapeDtype | None = None) -> None:
     """TypeError unless ``value`` has the shape and dtype ``expected`` (default: the variable's)."""
     expected = var.aval if expected is None else expected
+    if type(value) is np.ndarray and value.shape == expected.shape and value.dtype == expected.dtype:
+        return  # the common case, without building a ShapeDtype
     got = ShapeDtype.of(value)
     if got != expected:
         raise TypeError(f"input {var}: expected an array {expected}, got {got}")
@@ -84,7 +86,8 @@ def constant_value(constant: Constant, xp: ModuleType) -> Any:
 def _direct_call(node: Any) -> Optional[Callable[[list[Any]], Any]]:
     """``values -> result`` of a node whose inputs are whole positional or keyword arguments, bound once.
 
-    None for anything else (an input inside a list or tuple argument), which
+    Static containers (a shape, axes) are passed as they are.  None for
+    anything else (an input inside a list or tuple argument), which
     :meth:`Node.call` binds call by call.
     """
     fn = bound_method(node.fn, node.method)
@@ -92,7 +95,7 @@ def _direct_call(node: Any) -> Optional[Callable[[list[Any]], Any]]:
     if params is None:
         return lambda values: fn(*values)
     args, kwargs = params.args, dict(params.kwargs)
-    if any(isinstance(a, (list, tuple, dict)) for a in (*args, *kwargs.values())):
+    if any(_is_container(a) and any(isinstance(x, Input) for x in flatten(a)[0]) for a in (*args, *kwargs.values())):
         return None
     slots = [(i, a.index) for i, a in enumerate(args) if isinstance(a, Input)]
     kw_slots = [(k, v.index) for k, v in kwargs.items() if isinstance(v, Input)]

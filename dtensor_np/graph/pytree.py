@@ -82,8 +82,15 @@ def _children(tree: Any) -> Optional[tuple[str, tuple[Hashable, ...], list[Any]]
     return None
 
 
+_LEAF = TreeDef("leaf")
+_CONTAINERS = frozenset((dict, list, tuple, type(None)))
+
+
 def flatten(tree: Any) -> tuple[list[Any], TreeDef]:
     """The leaves of ``tree`` in order, and its :class:`TreeDef`."""
+    if type(tree) is dict and _CONTAINERS.isdisjoint(map(type, tree.values())):  # a flat dict (parameters): no walk
+        keys = _sorted_keys(tree)
+        return [tree[k] for k in keys], TreeDef("dict", tuple(keys), (_LEAF,) * len(keys))
     leaves: list[Any] = []
 
     def walk(node: Any) -> TreeDef:
@@ -99,6 +106,9 @@ def flatten(tree: Any) -> tuple[list[Any], TreeDef]:
 
 def unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> Any:
     """The pytree of shape ``treedef`` holding ``leaves`` in order."""
+    if treedef.kind == "dict" and type(leaves) is list and len(leaves) == len(treedef.keys) and all(
+            c.kind == "leaf" for c in treedef.children):  # a flat dict: no walk
+        return dict(zip(treedef.keys, leaves))
     it = iter(leaves)
 
     def build(t: TreeDef) -> Any:
