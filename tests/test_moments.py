@@ -37,10 +37,11 @@ CALLS: dict[str, Callable[..., Any]] = {
     "nanmean keepdims": lambda x, ax: np.nanmean(x, axis=ax, keepdims=True),
     "mean": lambda x, ax: np.mean(x, axis=ax),
     "average": lambda x, ax: np.average(x, axis=ax),
+    "average weights returned": lambda x, ax: np.average(x, axis=ax, weights=np.abs(x) + 1.0, returned=True),
     "x.var() method": lambda x, ax: x.var(axis=ax, ddof=1),
     "x.std() method": lambda x, ax: x.std(axis=ax),
 }
-AXES = (None, 0, 1, -1, (0, 1))
+AXES = (None, 0, -1, (0, 1))
 
 
 def data(shape: tuple[int, ...], kind: str) -> np.ndarray:
@@ -121,8 +122,8 @@ def test_moments_match_numpy_on_every_layout(world):
                     # one value (ours carries the rounding in S1: nearer 0)
                     atol = rtol * float(np.nanmax(np.abs(a), initial=1.0)) if "dtype=f4" in name else rtol
                     out = checks.same(ctx, lambda: call(a, ax), lambda: call(x, ax), rtol=rtol, atol=atol)
-                    if out is not None:
-                        check_identical(checks, world, ctx, out)
+                    for part in out if isinstance(out, tuple) else () if out is None else (out,):
+                        check_identical(checks, world, ctx, part)
     checks.finish()
 
 
@@ -143,6 +144,12 @@ def test_one_collective_per_call_never_the_data(world):
         checks.expect(c.total == 1 and c.bytes["all_gather"] == 4 * 8, f"{name} all: {c.counts} {c.bytes}")
         _, c = counted(lambda: call(cols, axis=0))
         checks.expect(c.total == 0, f"{name} along an unsharded axis: {c.counts}")
+    # weights sharded as the data: the weighted sum and the weights' sum in one all_reduce (and NumPy's check
+    # for weights summing to 0, an uncounted flag)
+    out, c = counted(lambda: np.average(rows, axis=0, weights=np.abs(rows) + 1.0, returned=True))
+    checks.expect(c.total == 1 and c.counts["all_reduce"] == 1 and c.bytes["all_reduce"] == 2 * 3 * 8,
+                  f"average with weights: {c.counts} {c.bytes}")
+    checks.result("average with weights", out[0], np.average(a, axis=0, weights=np.abs(a) + 1.0))
     _, c = counted(lambda: np.nanmean(rows, axis=0))
     checks.expect(c.total == 1 and c.counts["all_reduce"] == 1 and c.bytes["all_reduce"] == 2 * 3 * 8, f"nanmean {c}")
     # a pending input is summed first (its own all_reduce), then reduced where it lies
@@ -156,8 +163,7 @@ def test_one_collective_per_call_never_the_data(world):
 
 
 @pytest.mark.worlds(simulated=(1, 2, 3, 4), mpi=(2,))
-@pytest.mark.parametrize("dtype", ["f4", "f8"])
-def test_as_stable_as_numpy_far_from_zero(world, dtype):
+def test_as_stable_as_numpy_far_from_zero(world):
     """``offset + noise`` (spread ``s``): the DTensor's error against the exact value (Python's fractions of the
     same numbers) is at most NumPy's own two-pass error plus ``8 log2(n)`` roundings and the second-order term
     ``(16 eps offset / s)^2`` of a mean off by a few roundings.  Raw power sums would be off by about
@@ -165,8 +171,8 @@ def test_as_stable_as_numpy_far_from_zero(world, dtype):
     from fractions import Fraction
     mesh = dt.DeviceMesh((world.size,), backend=world.kind)
     checks = Checks(world)
-    eps = float(np.finfo(dtype).eps)
-    for offset, n in ((1e9, 37), (1e9, 5), (-3e7, 64), (1e4, 1000)):
+    for dtype, offset, n in ((d, o, n) for d in ("f4", "f8") for o, n in ((1e9, 37), (1e9, 5), (-3e7, 64), (1e4, 1000))):
+        eps = float(np.finfo(dtype).eps)
         spread = 1.0 if dtype == "f8" else abs(offset) * 1e-3
         a = (offset + np.random.default_rng(n).standard_normal((n, 2)) * spread).astype(dtype)
         a[::3, 1] = np.nan
@@ -181,7 +187,7 @@ def test_as_stable_as_numpy_far_from_zero(world, dtype):
                 theirs = float(func(a, axis=0)[col])
                 bound = abs(theirs - exact) + (8 * eps * math.log2(n) + (16 * eps * abs(offset) / spread) ** 2) * exact
                 checks.expect(abs(ours - exact) <= bound,
-                              f"{name} offset {offset} n {n} col {col}: {ours!r}, exact {exact!r}, NumPy {theirs!r}")
+                              f"{name} {dtype} offset {offset} n {n} col {col}: {ours!r}, exact {exact!r}, NumPy {theirs!r}")
     checks.finish()
 
 

@@ -75,6 +75,11 @@ def _anywhere(flags: Any, warning: bool = False) -> bool:
     return not backend.all_true({r: not bool(np.any(block)) for r, block in flags.shards.items()})
 
 
+def _pending(x: Any) -> bool:
+    """Whether ``x`` is a DTensor with a pending reduction (a ``Partial`` placement)."""
+    return hasattr(x, "spec") and not isinstance(x, Tracer) and any(isinstance(p, Partial) for p in x.placements)
+
+
 def _settled(x: Any) -> Any:
     """``x`` with a pending reduction done now (one ``all_reduce``), for a value read more than once: each read of
     a pending value would reduce it again.  The values and dtype are ``x``'s."""
@@ -190,8 +195,9 @@ def _weights_like(a: Any, weights: Any, axis: Optional[tuple[int, ...]]) -> Any:
 @register_composite(np.average)
 def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = False, *,
             keepdims: Any = _NO_VALUE) -> Any:
-    """``np.average``: ``mean``, or the weighted sum over the sum of the weights (pending sums: an ``all_reduce``
-    each along a sharded axis, and one of a flag for NumPy's ZeroDivisionError).
+    """``np.average``: ``mean``, or the weighted sum over the sum of the weights (along a sharded axis one
+    ``all_reduce``: of the weighted sum, both sums stacked when the weights are a DTensor sharded there too; and
+    one of a flag for NumPy's ZeroDivisionError).
 
     Example:
         >>> import numpy as np, dtensor_np as dt
@@ -209,10 +215,16 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
         wgt = _weights_like(a, weights, axes)
         dtypes = (a.dtype, wgt.dtype) + (("f8",) if issubclass(a.dtype.type, (np.integer, np.bool_)) else ())
         result_dtype = np.result_type(*dtypes)
-        scale = _settled(np.sum(wgt, axis=axes, dtype=result_dtype, **options))
+        total = np.sum(np.multiply(a, wgt, dtype=result_dtype), axis=axes, **options)
+        scale = np.sum(wgt, axis=axes, dtype=result_dtype, **options)
+        if _pending(total) and _pending(scale):  # both pending sums: reduced together, by one all_reduce
+            both = _settled(np.stack([total, np.broadcast_to(scale, total.shape)]))
+            total, scale = both[0], both[1]
+        else:
+            scale = _settled(scale)
         if _anywhere(scale == 0.0):
             raise ZeroDivisionError("Weights sum to zero, can't be normalized")
-        avg = np.sum(np.multiply(a, wgt, dtype=result_dtype), axis=axes, **options) / scale
+        avg = total / scale
     if not returned:
         return avg
     if tuple(getattr(scale, "shape", ())) != tuple(avg.shape):
