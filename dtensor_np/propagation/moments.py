@@ -216,9 +216,10 @@ def moments_decision(spec: DTensorSpec, kind: str, axes: Optional[tuple[int, ...
         options["ddof"] = ddof
     mesh_dims = tuple(m for m, p in enumerate(spec.placements)
                       if isinstance(p, Shard) and p.dim in reduced and spec.mesh.shape[m] > 1)
-    agree = any(isinstance(p, Shard) and p.dim not in reduced and spec.mesh.shape[m] > 1
-                for m, p in enumerate(spec.placements))
-    if not mesh_dims and not (nan and agree):
+    # the ranks hold different slices, whose warnings (a count of numbers, for nan*) they must agree on
+    agree = nan and any(isinstance(p, Shard) and p.dim not in reduced and spec.mesh.shape[m] > 1
+                        for m, p in enumerate(spec.placements))
+    if not mesh_dims and not agree:
         return Decision((spec,), (out,), lambda rank, x: func(x, **options))
     if not mesh_dims:
         def local_program(backend: Any, shards: Shards) -> Shards:
@@ -287,13 +288,13 @@ def _moments_rule(kind: str) -> OpRule:
         a = pop_dtensor(name, given, "a")
         if given.pop("out", None) is not None:
             raise ShardingError(f"{name} on DTensors: expected out= as a keyword (it rebinds), got it by position")
-        ddof = given.pop("ddof", 0)
-        correction = given.pop("correction", _NO_VALUE)
-        if second and correction is not _NO_VALUE and correction is not None:
+        ddof = given.pop("ddof", 0) if second else 0  # nanmean takes no ddof, correction or mean: NumPy's TypeError
+        correction = given.pop("correction", _NO_VALUE) if second else _NO_VALUE
+        if correction is not _NO_VALUE and correction is not None:
             if ddof != 0:
                 raise ValueError("ddof and correction can't be provided simultaneously.")
             ddof = correction
-        for option in ("where", "mean"):
+        for option in ("where", "mean") if second else ("where",):
             value = given.pop(option, _NO_VALUE)
             if value is not _NO_VALUE and value is not None and value is not True:
                 raise ShardingError(f"{name} on DTensors: expected no {option}=, got {type(value).__name__}")
