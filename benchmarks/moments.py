@@ -8,6 +8,7 @@ one after the other, as the simulated ranks run; under ``mpiexec``: the rank's o
 Example::
 
     python benchmarks/moments.py --simulated 2                 # every rank in this process
+    python benchmarks/moments.py --kernel                      # a rank's local pass alone against np.var
     mpiexec -n 2 python benchmarks/moments.py --json OUT.json  # a 2048x1024 float64 block per rank
 """
 from __future__ import annotations
@@ -39,8 +40,12 @@ def main() -> None:
     parser.add_argument("--cols", type=int, default=1024)
     parser.add_argument("--iters", type=int, default=15)
     parser.add_argument("--calls", default=",".join(CALLS))
+    parser.add_argument("--kernel", action="store_true",
+                        help="time only a rank's local pass (block_moments) against NumPy's var/nanvar of the block")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    if args.kernel:
+        return kernels(args)
     if args.simulated:
         k, mesh, comm = args.simulated, dt.DeviceMesh((args.simulated,)), None
     else:
@@ -85,6 +90,27 @@ def main() -> None:
                       f"{numpy_ms:8.2f} ms  ratio {dtensor_ms / numpy_ms:5.2f}", flush=True)
     if comm is None or comm.rank == 0:
         write_rows(rows, args.json)
+
+
+def kernels(args: argparse.Namespace) -> None:
+    """The local pass of ``var``/``nanvar`` on one block against NumPy's function on it (no collective)."""
+    from dtensor_np.propagation.moments import block_moments
+
+    block = 1e3 + np.random.default_rng(0).standard_normal((args.rows, args.cols))
+    block[::7, 3] = np.nan
+    f8 = np.dtype(np.float64)
+    rows = []
+    warnings.simplefilter("ignore", RuntimeWarning)
+    for name, func, nan in (("var", np.var, False), ("nanvar", np.nanvar, True)):
+        for axis in ((0, 1), (0,), (1,)):
+            times = timed_with([lambda: block_moments(block, axis, f8, f8, nan), lambda: func(block, axis=axis)],
+                               args.iters, lambda: None, lambda times: None)
+            ours, numpy = np.median(times, axis=1) * 1e3
+            rows.append({"kernel": name, "axis": axis, "block_moments_ms": round(float(ours), 3),
+                         "numpy_ms": round(float(numpy), 3), "ratio": round(float(ours / numpy), 2)})
+            print(f"{name:7s} axis={str(axis):7s} block_moments {ours:7.2f} ms  np.{name} {numpy:7.2f} ms  "
+                  f"ratio {ours / numpy:5.2f}", flush=True)
+    write_rows(rows, args.json)
 
 
 if __name__ == "__main__":

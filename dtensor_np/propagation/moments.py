@@ -114,13 +114,21 @@ def block_moments(x: Any, reduced: tuple[int, ...], work: np.dtype, merge: np.dt
     else:
         mask = xp.isnan(x)
         count = (n - xp.sum(mask, axis=reduced, keepdims=True, dtype=np.int64)).astype(merge)
-        d = xp.where(mask, xp.zeros((), x.dtype), x)
-        total = xp.sum(d, axis=reduced, keepdims=True, dtype=work)
+        if second and xp is np:
+            # the numbers' sum read in place (a masked, not pairwise, sum: S1 corrects the mean it gives)
+            total = np.add.reduce(x, axis=reduced, keepdims=True, dtype=work, where=~mask)
+            d = None
+        else:
+            d = xp.where(mask, xp.zeros((), x.dtype), x)
+            total = xp.sum(d, axis=reduced, keepdims=True, dtype=work)
         if not second:
             return xp.stack([count, total.astype(merge)])
         with np.errstate(divide="ignore", invalid="ignore"):
             mean = total / xp.maximum(count, 1).astype(work)
-        d = xp.subtract(d, mean, out=d if d.dtype == np.result_type(d.dtype, mean.dtype) else None)
+        if d is None:
+            d = xp.subtract(x, mean)
+        else:
+            d = xp.subtract(d, mean, out=d if d.dtype == np.result_type(d.dtype, mean.dtype) else None)
         xp.copyto(d, xp.zeros((), d.dtype), where=mask)
     s1, s2 = _deviation_sums(xp, d, reduced, work, kept)
     return xp.stack([count, mean.astype(merge), s1.astype(merge), s2.astype(merge)])
