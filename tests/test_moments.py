@@ -52,7 +52,7 @@ def data(shape: tuple[int, ...], kind: str) -> np.ndarray:
         return rng.integers(-5, 6, size=shape)
     if kind == "c16":
         return 1e3 + noise + 1j * (rng.standard_normal(shape) - 7.0)
-    a = (1e3 + noise).astype(np.float32 if kind == "f4" else np.float64)
+    a = (10.0 + noise).astype(np.float16) if kind.startswith("f2") else (1e3 + noise).astype(kind[:2])
     if kind.endswith("nan") and a.size:
         a[::2, 0] = np.nan
         a[:, -1] = np.nan
@@ -60,8 +60,8 @@ def data(shape: tuple[int, ...], kind: str) -> np.ndarray:
 
 
 def tolerance(dtype: np.dtype, items: int) -> float:
-    """A relative error bound: about ``items`` roundings of the computation dtype (float32 for float16)."""
-    eps = np.finfo(np.result_type(dtype, np.float32)).eps
+    """A relative error bound: about ``items`` roundings of the result's dtype (float64 for integers)."""
+    eps = np.finfo(np.result_type(dtype, np.float16)).eps
     return 16 * eps * max(items, 4)
 
 
@@ -104,7 +104,8 @@ def layouts(world: Any) -> list[tuple[dt.DeviceMesh, list[Any]]]:
 def test_moments_match_numpy_on_every_layout(world):
     """Every call, axis and layout against NumPy: uneven and empty shards, NaNs, float32/complex/int input."""
     checks = Checks(world)
-    cases = [((5, 3), "f8nan"), ((1, 3), "f8"), ((0, 3), "f8"), ((6, 4), "f4nan"), ((5, 2), "c16"), ((5, 3), "i8")]
+    cases = [((5, 3), "f8nan"), ((1, 3), "f8"), ((0, 3), "f8"), ((6, 4), "f4nan"), ((5, 2), "c16"), ((5, 3), "i8"),
+             ((4, 3), "f2nan")]
     for mesh, placements in layouts(world):
         for shape, kind in cases:
             a = data(shape, kind)
@@ -150,6 +151,8 @@ def test_one_collective_per_call_never_the_data(world):
     checks.expect(c.total == 1 and c.counts["all_reduce"] == 1 and c.bytes["all_reduce"] == 2 * 3 * 8,
                   f"average with weights: {c.counts} {c.bytes}")
     checks.result("average with weights", out[0], np.average(a, axis=0, weights=np.abs(a) + 1.0))
+    out, c = counted(lambda: np.mean(rows, axis=0).full_tensor())  # a pending sum over the global count
+    checks.expect(c.total == 1 and c.bytes["all_reduce"] == 3 * 8, f"mean: {c.counts} {c.bytes}")
     _, c = counted(lambda: np.nanmean(rows, axis=0))
     checks.expect(c.total == 1 and c.counts["all_reduce"] == 1 and c.bytes["all_reduce"] == 2 * 3 * 8, f"nanmean {c}")
     # a pending input is summed first (its own all_reduce), then reduced where it lies
