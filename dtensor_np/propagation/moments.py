@@ -7,22 +7,25 @@ When a reduced dim is sharded on mesh dims ``M`` (``k`` ranks in a group):
 
 * every rank summarises its block, slice by slice, by NumPy's kernels: the
   count ``n_r`` (the numbers that are not NaN for ``nan*``), the mean
-  ``m_r`` (``np.mean`` in the computation dtype NumPy would use) and the sums
-  of the deviations ``d = x - m_r`` and of ``|d|^2`` (``S1_r``, ``S2_r``; one
-  temporary, ``d``; NaNs zeroed in it for ``nan*``; the two sums one read
-  of ``d`` each where NumPy's ``@``/``einsum`` reduce the block's leading or
-  trailing dims, else ``d`` squared in place as ``np.var`` does).  ``S1_r`` is ``n_r`` times the rounding error of
-  ``m_r``: without it, a mean far from 0 rounded to its float would put a
-  first-order error in the merge.  A rank with an empty block (or an
-  all-NaN slice) sends zeros, which add nothing.
+  ``m_r`` (in the computation dtype NumPy would use) and the sums of the
+  deviations ``d = x - m_r`` and of ``|d|^2`` (``S1_r``, ``S2_r``).  One
+  temporary, ``d`` (NaNs zeroed in it for ``nan*``); on a NumPy float block
+  whose reduced dims lead or trail, each sum is one read of ``d``
+  (``einsum``'s fused sum of products, ``d @ d`` for all dims), else ``d``
+  is squared in place as ``np.var`` does: no more traffic than ``np.var``.
+  ``S1_r`` is ``n_r`` times the rounding error of ``m_r``: without it, a
+  mean far from 0 rounded to its float would put a first-order error in the
+  merge.  A rank with an empty block (or an all-NaN slice) sends zeros,
+  which add nothing.
 * one ``all_gather`` over ``M`` of the stacked ``(n_r, m_r, S1_r, S2_r)``
   (``4k`` numbers per result element, float64 or complex128: never the
   data), and every rank merges them in rank order (Chan et al.'s parallel
   formula, shifted to one centre ``c = sum n_r m_r / n``): with
   ``o_r = m_r - c``, ``T1 = sum S1_r + n_r o_r`` and
   ``T2 = sum S2_r + 2 o_r S1_r + n_r o_r^2``, ``M2 = T2 - T1^2 / n``, then
-  ``M2 / (n - ddof)`` (its square root for ``std``).  Every rank of a group merges the same
-  gathered bytes in the same order, so the results are bitwise identical.
+  ``M2 / (n - ddof)`` (its square root for ``std``).  Every rank of a group
+  merges the same gathered bytes in the same order, so the results are
+  bitwise identical.
   Raw power sums (``n, sum x, sum x^2``) would cancel catastrophically for
   data far from 0; the block moments are as stable as NumPy's two passes.
 * ``nanmean`` needs no ``M2``: one ``all_reduce`` (sum) of ``(n_r, sum_r)``.
