@@ -9,10 +9,10 @@ When a reduced dim is sharded on mesh dims ``M`` (``k`` ranks in a group):
   count ``n_r`` (the numbers that are not NaN for ``nan*``), the mean
   ``m_r`` (in the computation dtype NumPy would use) and the sums of the
   deviations ``d = x - m_r`` and of ``|d|^2`` (``S1_r``, ``S2_r``).  One
-  temporary, ``d`` (NaNs zeroed in it for ``nan*``); on a NumPy float block
-  whose reduced dims lead or trail, each sum is one read of ``d``
-  (``einsum``'s fused sum of products, ``d @ d`` for all dims), else ``d``
-  is squared in place as ``np.var`` does: no more traffic than ``np.var``.
+  temporary, ``d`` (NaNs zeroed in it for ``nan*``); on a NumPy float64
+  block whose reduced dims lead or trail, each sum is one read of ``d``
+  (``einsum``'s fused sum of products), else ``d`` is squared in place as
+  ``np.var`` does: no more memory traffic than ``np.var``.
   ``S1_r`` is ``n_r`` times the rounding error of ``m_r``: without it, a
   mean far from 0 rounded to its float would put a first-order error in the
   merge.  A rank with an empty block (or an all-NaN slice) sends zeros,
@@ -138,17 +138,19 @@ def block_moments(x: Any, reduced: tuple[int, ...], work: np.dtype, merge: np.dt
 
 
 def _deviation_sums(xp: Any, d: Any, reduced: tuple[int, ...], work: np.dtype, kept: tuple[int, ...]) -> tuple[Any, Any]:
-    """``sum d`` and ``sum |d|^2`` over ``reduced`` (kept dims as 1).  A NumPy float block whose reduced dims lead
-    or trail: one read of ``d`` for each sum (``einsum``'s fused sum of products, ``flat @ flat`` for all dims),
-    where squaring in place then summing reads ``d`` twice and writes it once; else NumPy's ``np.var`` way."""
+    """``sum d`` and ``sum |d|^2`` over ``reduced`` (kept dims as 1).  A NumPy float64 block whose reduced dims lead
+    or trail: one read of ``d`` for each sum (``einsum``'s fused sum of products), where squaring in place then
+    summing reads ``d`` twice and writes it once; else NumPy's ``np.var`` way."""
     ndim, r = d.ndim, len(reduced)
     order = tuple(sorted(reduced))
-    if xp is np and d.dtype == work and work.kind == "f" and d.flags.c_contiguous and d.size:
+    # float64 only: einsum and BLAS accumulate along the reduced dim in order (NumPy's own sum does that along a
+    # leading dim), which for float32 over millions of items is far less exact than NumPy's pairwise sum
+    if xp is np and d.dtype == work == np.float64 and d.flags.c_contiguous and d.size and d.ndim > 1:
         if order == tuple(range(r)) or order == tuple(range(ndim - r, ndim)):
             leading = order == tuple(range(r))
-            if math.prod(kept) == 1:  # everything: a pairwise sum and a dot product
-                flat = d.reshape(-1)
-                s1, s2 = np.add.reduce(flat, dtype=work), np.asarray(flat @ flat)
+            if math.prod(kept) == 1:  # everything: per column in order, then the columns' sums pairwise
+                m = d.reshape((-1, d.shape[-1]))
+                s1, s2 = np.add.reduce(m.reshape(-1)), np.add.reduce(np.einsum("ij,ij->j", m, m))
             elif leading:
                 m = d.reshape((-1, math.prod(kept)))
                 s1, s2 = np.add.reduce(m, axis=0, dtype=work), np.einsum("ij,ij->j", m, m)
