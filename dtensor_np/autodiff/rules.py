@@ -429,6 +429,41 @@ def _std(call: Call, out: Any, ct: Any) -> Cotangents:
     return {(0,): centred * (_keep(ct / out, call, axes) * (1.0 / (count - ddof)))}
 
 
+def _nan_parts(call: Call, keepdims_at: int) -> tuple[Any, Any, Any, Any]:
+    """(where ``a`` is NaN, the cotangent's dims restored, the numbers' count per slice, their mean) of a
+    ``nanmean``/``nanvar``/``nanstd`` call (``keepdims`` positional at ``keepdims_at``)."""
+    a = call.args[0]
+    axes = _axes(call, a.ndim)
+    nan = np.isnan(a)
+    count = np.sum(~nan, axis=axes, keepdims=True)
+    mean = np.nanmean(a, axis=axes, keepdims=True)
+    keep = call.arg(keepdims_at, "keepdims", False) or not a.ndim
+    return nan, (lambda g: g if keep else np.expand_dims(g, axes)), count, mean
+
+
+@defvjp(np.nanmean)
+def _nanmean(call: Call, out: Any, ct: Any) -> Cotangents:
+    """``ct / count`` where ``a`` is a number, 0 at its NaNs."""
+    nan, keep, count, _ = _nan_parts(call, 4)
+    return {(0,): np.where(nan, 0.0, keep(ct) / count).astype(call.args[0].dtype)}
+
+
+@defvjp(np.nanvar)
+def _nanvar(call: Call, out: Any, ct: Any) -> Cotangents:
+    """``2 (a - nanmean) ct / (count - ddof)`` where ``a`` is a number, 0 at its NaNs."""
+    nan, keep, count, mean = _nan_parts(call, 5)
+    ddof = call.kwargs.get("correction", call.arg(4, "ddof", 0)) or call.arg(4, "ddof", 0)
+    return {(0,): np.where(nan, 0.0, (call.args[0] - mean) * (keep(ct) * 2.0 / (count - ddof)))}
+
+
+@defvjp(np.nanstd)
+def _nanstd(call: Call, out: Any, ct: Any) -> Cotangents:
+    """``(a - nanmean) ct / ((count - ddof) std)`` where ``a`` is a number, 0 at its NaNs."""
+    nan, keep, count, mean = _nan_parts(call, 5)
+    ddof = call.kwargs.get("correction", call.arg(4, "ddof", 0)) or call.arg(4, "ddof", 0)
+    return {(0,): np.where(nan, 0.0, (call.args[0] - mean) * (keep(ct / out) / (count - ddof)))}
+
+
 @defvjp(np.flip)
 def _flip(call: Call, out: Any, ct: Any) -> Cotangents:
     return {(0,): np.flip(ct, call.arg(1, "axis"))}

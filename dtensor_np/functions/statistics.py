@@ -15,7 +15,8 @@ traced call leaves a warning out.  The rest of the family has rules of its own:
 ``median``/``percentile``/``quantile`` and their ``nan*`` twins
 (:mod:`dtensor_np.propagation.selection`: a distributed selection),
 ``nanmax``/``nanmin``/``nanprod``/``nancumprod``
-(:mod:`dtensor_np.propagation.nan_reductions`), ``histogram``,
+(:mod:`dtensor_np.propagation.nan_reductions`), ``nanmean``/``nanvar``/``nanstd``
+(:mod:`dtensor_np.propagation.moments`: one pass, one collective), ``histogram``,
 ``histogram_bin_edges``, ``histogramdd``, ``bincount``, ``interp``
 (:mod:`dtensor_np.propagation.binning`: local counts and one reduction).
 
@@ -43,7 +44,7 @@ from ..placements import Partial, Replicate
 from ..propagation.registry import register_composite
 from ..runtime import backend_for
 
-__all__ = ["CASES", "REFUSED", "nansum", "nancumsum", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin",
+__all__ = ["CASES", "REFUSED", "nansum", "nancumsum", "nanargmax", "nanargmin",
            "average", "ptp", "cov", "corrcoef", "histogram2d", "digitize", "count_nonzero"]
 
 _NO_VALUE = np._NoValue  # type: ignore[attr-defined]
@@ -72,6 +73,11 @@ def _anywhere(flags: Any, warning: bool = False) -> bool:
         flags = flags.redistribute([Replicate() if isinstance(p, Partial) else p for p in flags.placements])
     backend = backend_for(flags.mesh)
     return not backend.all_true({r: not bool(np.any(block)) for r, block in flags.shards.items()})
+
+
+def _pending(x: Any) -> bool:
+    """Whether ``x`` is a DTensor with a pending reduction (a ``Partial`` placement)."""
+    return hasattr(x, "spec") and not isinstance(x, Tracer) and any(isinstance(p, Partial) for p in x.placements)
 
 
 def _settled(x: Any) -> Any:
@@ -128,113 +134,6 @@ def _mean(a: Any, axis: Any = None, **options: Any) -> Any:
     if a.size == 0 and int(np.prod([a.shape[d] for d in axes])) == 0:
         warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=3)
     return np.mean(a, axis=axis, **options)
-
-
-def _divide_by_count(total: Any, count: Any) -> Any:
-    """NumPy's ``_divide_by_count``: the quotient in ``total``'s dtype (an unsafe cast)."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.true_divide(total, count).astype(total.dtype)
-
-
-def _inexact_dtype(dtype: Any, out: Any) -> None:
-    if dtype is not None and not issubclass(np.dtype(dtype).type, np.inexact):
-        raise TypeError("If a is inexact, then dtype must be inexact")
-    if out is not None and not issubclass(out.dtype.type, np.inexact):
-        raise TypeError("If a is inexact, then out must be inexact")
-
-
-def _no_where(name: str, where: Any) -> None:
-    if where is not _NO_VALUE and where is not True:
-        raise TypeError(f"numpy.{name} on DTensors: expected no where= (mask the array with np.where instead)")
-
-
-@register_composite(np.nanmean)
-def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = _NO_VALUE, *,
-            where: Any = _NO_VALUE) -> Any:
-    """``np.nanmean``: the sum of the numbers over their count (two pending sums: an ``all_reduce`` each along a
-    sharded axis; the ranks agree on NumPy's "Mean of empty slice" warning).
-
-    Example:
-        >>> import numpy as np, dtensor_np as dt
-        >>> x = dt.distribute_tensor(np.array([1.0, np.nan, 2.0]), dt.DeviceMesh((2,)), [dt.Shard(0)])
-        >>> float(np.nanmean(x))
-        1.5
-    """
-    _no_where("nanmean", where)
-    keep = bool(keepdims) if keepdims is not _NO_VALUE else False
-    arr, mask = _without_nan(a, 0)
-    if mask is None:
-        return _mean(arr, axis=axis, dtype=dtype, **_options(out=out, keepdims=keepdims))
-    _inexact_dtype(dtype, out)
-    count = _settled(np.sum(~mask, axis=axis, dtype=np.intp, keepdims=keep))
-    total = np.sum(arr, axis=axis, dtype=dtype, keepdims=keep)
-    average_ = _divide_by_count(total, count)
-    if _anywhere(count == 0, warning=True):
-        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=3)
-    return average_ if out is None else np.copyto(out, average_) or out
-
-
-@register_composite(np.nanvar)
-def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: Any = _NO_VALUE,
-           *, where: Any = _NO_VALUE, mean: Any = _NO_VALUE, correction: Any = _NO_VALUE) -> Any:
-    """``np.nanvar``: NumPy's two passes over the numbers (along a sharded axis an ``all_reduce`` of the counts, of
-    the sums and of the squared deviations; the ranks agree on the "Degrees of freedom <= 0" warning).
-
-    Example:
-        >>> import numpy as np, dtensor_np as dt
-        >>> a = np.array([[1.0, 2.0], [np.nan, 4.0], [3.0, np.nan]])
-        >>> with dt.comm_counter() as c:
-        ...     v = np.nanvar(dt.distribute_tensor(a, dt.DeviceMesh((2,)), [dt.Shard(0)]), axis=0).full_tensor()
-        >>> v.tolist(), c.counts["all_reduce"]
-        ([1.0, 1.0], 3)
-    """
-    _no_where("nanvar", where)
-    arr, mask = _without_nan(a, 0)
-    if mask is None:
-        return np.var(arr, axis=axis, dtype=dtype, ddof=ddof,
-                      **_options(out=out, keepdims=keepdims, mean=mean, correction=correction))
-    _inexact_dtype(dtype, out)
-    if correction is not _NO_VALUE:
-        if ddof != 0:
-            raise ValueError("ddof and correction can't be provided simultaneously.")
-        ddof = correction
-    keep = bool(keepdims) if keepdims is not _NO_VALUE else False
-    count = _settled(np.sum(~mask, axis=axis, dtype=np.intp, keepdims=True))
-    if mean is not _NO_VALUE:
-        centre = mean
-    else:
-        centre = _divide_by_count(np.sum(arr, axis=axis, dtype=dtype, keepdims=True), count)
-    deviation = np.where(mask, 0, np.subtract(arr, centre).astype(arr.dtype))
-    if np.issubdtype(deviation.dtype, np.complexfloating):
-        square = np.multiply(deviation, np.conj(deviation)).real
-    else:
-        square = np.multiply(deviation, deviation)
-    variance = np.sum(square, axis=axis, dtype=dtype, keepdims=keep)
-    if variance.ndim < count.ndim:
-        count = np.squeeze(count, axis=axis)
-    dof = count - ddof
-    variance = _divide_by_count(variance, dof)
-    bad = dof <= 0
-    if _anywhere(bad, warning=True):
-        warnings.warn("Degrees of freedom <= 0 for slice.", RuntimeWarning, stacklevel=3)
-    variance = np.where(bad, np.nan, variance)
-    return variance if out is None else np.copyto(out, variance) or out
-
-
-@register_composite(np.nanstd)
-def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: Any = _NO_VALUE,
-           *, where: Any = _NO_VALUE, mean: Any = _NO_VALUE, correction: Any = _NO_VALUE) -> Any:
-    """``np.nanstd``: the square root of :func:`nanvar` (its collectives).
-
-    Example:
-        >>> import numpy as np, dtensor_np as dt
-        >>> x = dt.distribute_tensor(np.array([1.0, np.nan, 3.0]), dt.DeviceMesh((2,)), [dt.Shard(0)])
-        >>> float(np.nanstd(x))
-        1.0
-    """
-    variance = nanvar(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, where=where, mean=mean,
-                      correction=correction)
-    return np.sqrt(variance, **_options(out=out))
 
 
 def _nan_arg(a: Any, axis: Any, out: Any, keepdims: Any, biggest: bool) -> Any:
@@ -296,8 +195,9 @@ def _weights_like(a: Any, weights: Any, axis: Optional[tuple[int, ...]]) -> Any:
 @register_composite(np.average)
 def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = False, *,
             keepdims: Any = _NO_VALUE) -> Any:
-    """``np.average``: ``mean``, or the weighted sum over the sum of the weights (pending sums: an ``all_reduce``
-    each along a sharded axis, and one of a flag for NumPy's ZeroDivisionError).
+    """``np.average``: ``mean``, or the weighted sum over the sum of the weights (along a sharded axis one
+    ``all_reduce``: of the weighted sum, both sums stacked when the weights are a DTensor sharded there too; and
+    one of a flag for NumPy's ZeroDivisionError).
 
     Example:
         >>> import numpy as np, dtensor_np as dt
@@ -315,10 +215,16 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
         wgt = _weights_like(a, weights, axes)
         dtypes = (a.dtype, wgt.dtype) + (("f8",) if issubclass(a.dtype.type, (np.integer, np.bool_)) else ())
         result_dtype = np.result_type(*dtypes)
-        scale = _settled(np.sum(wgt, axis=axes, dtype=result_dtype, **options))
+        total = np.sum(np.multiply(a, wgt, dtype=result_dtype), axis=axes, **options)
+        scale = np.sum(wgt, axis=axes, dtype=result_dtype, **options)
+        if _pending(total) and _pending(scale):  # both pending sums: reduced together, by one all_reduce
+            both = _settled(np.stack([total, np.broadcast_to(scale, total.shape)]))
+            total, scale = both[0], both[1]
+        else:
+            scale = _settled(scale)
         if _anywhere(scale == 0.0):
             raise ZeroDivisionError("Weights sum to zero, can't be normalized")
-        avg = np.sum(np.multiply(a, wgt, dtype=result_dtype), axis=axes, **options) / scale
+        avg = total / scale
     if not returned:
         return avg
     if tuple(getattr(scale, "shape", ())) != tuple(avg.shape):

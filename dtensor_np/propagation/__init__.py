@@ -19,6 +19,7 @@ from . import contraction, elementwise, indexing, reduction, shape_ops  # noqa: 
 from . import fft, linalg  # noqa: F401  (numpy.fft and numpy.linalg)
 from . import layout_ops, reorder, scans, statistics  # noqa: F401  (cumsum, argmax, var, sort, flip, tile, take...)
 from . import binning, nan_reductions, selection  # noqa: F401  (order statistics, histograms, nanmax...)
+from . import moments  # noqa: F401  (var, std, nanvar, nanstd, nanmean: one pass, one collective)
 from . import updates  # noqa: F401  (x[index] = value and the functional updates)
 from . import bits  # noqa: F401  (packbits, unpackbits)
 from . import convolution, gathered_operands, halo, least_squares  # noqa: F401  (issue 37: diff, convolve, lstsq, polyfit, eig...)

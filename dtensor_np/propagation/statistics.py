@@ -1,4 +1,5 @@
-"""Rules for ``argmax``/``argmin`` and ``var``/``std``: a local pass, then one ``all_gather`` of small per-rank summaries.
+"""Rules for ``argmax``/``argmin``: a local pass, then one ``all_gather`` of small per-rank summaries (the moments
+``var``/``std`` are :mod:`dtensor_np.propagation.moments`).
 
 Reduced dims that are not sharded are reduced by every rank on its own
 block, with no communication; kept dims keep their sharding (shifted past the
@@ -11,15 +12,6 @@ dropped dims).  When a reduced dim is sharded on mesh dims ``M``:
   picks the winner: the largest (smallest) value, a NaN before anything else,
   the smallest global index on ties, as NumPy does.  Empty blocks take part
   as "no candidate".
-* ``var``/``std``: every rank computes its block's count, mean and sum of
-  squared deviations (``n_r, mean_r, M2_r``); the stacked moments of the
-  ranks of ``M`` travel in one ``all_gather`` (``3k`` numbers per result
-  element) and every rank combines them with Chan et al.'s pairwise formula
-  ``M2 = sum M2_r + sum n_r |mean_r - mean|^2``, then divides by
-  ``n - ddof``.  A single ``all_reduce`` of raw power sums (``n, sum x,
-  sum x^2``) would cancel catastrophically for data far from 0; the gathered
-  moments combine as stably as NumPy's two-pass formula (to ~1e-12).
-  Computed in float64 (complex128), cast to NumPy's result dtype.
 
 The reduced mesh dims are ``Replicate`` in the result; pending values
 (``Partial``) are reduced first.
@@ -37,7 +29,6 @@ Example:
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, Hashable, Optional, Sequence
 
 import numpy as np
@@ -47,11 +38,11 @@ from collectives import array_module
 from ..errors import ShardingError
 from ..placements import Placement, Replicate, Shard
 from ..spec import DTensorSpec, TensorMeta
-from .common import keepdims_flag, normalize_axes, partial_free, single_sharding
+from .common import normalize_axes, partial_free, single_sharding
 from .registry import Decision, OpRule, register
 from .signature_bind import named_arguments, no_more_arguments, pop_dtensor
 
-__all__ = ["reduced_placements", "arg_decision", "moments_decision"]
+__all__ = ["reduced_placements", "arg_decision"]
 
 Shards = dict[int, Any]
 
@@ -189,119 +180,3 @@ def _arg_rule(kind: str) -> OpRule:
 
 register(np.argmax)(_arg_rule("max"))
 register(np.argmin)(_arg_rule("min"))
-
-
-# -- var / std ---------------------------------------------------------------------
-
-def _result_dtype(spec: DTensorSpec, dtype: Optional[np.dtype]) -> np.dtype:
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        return np.var(np.zeros(2, spec.dtype), dtype=dtype).dtype
-
-
-def moments_decision(spec: DTensorSpec, root: bool, axes: Optional[tuple[int, ...]], ddof: float, keepdims: bool,
-                     dtype: Optional[np.dtype]) -> Decision:
-    """The decision of ``var`` (``std`` when ``root``) over ``axes`` (None: all), with NumPy's ``ddof``."""
-    spec = partial_free(single_sharding(spec))
-    func = np.std if root else np.var
-    reduced = tuple(range(spec.ndim)) if axes is None else axes
-    out_dtype = _result_dtype(spec, dtype)
-    out = DTensorSpec(spec.mesh, reduced_placements(spec, reduced, keepdims),
-                      TensorMeta(_out_shape(spec.shape, reduced, keepdims), out_dtype))
-
-    def local(rank: int, x: Any) -> Any:
-        return func(x, axis=axes, ddof=ddof, keepdims=keepdims, dtype=dtype)
-
-    mesh_dims = _sharded_reduced(spec, reduced)
-    if not mesh_dims:
-        return Decision((spec,), (out,), local)
-    groups = spec.mesh.groups(tuple(sorted(mesh_dims)))
-    work = np.dtype(np.complex128 if spec.dtype.kind == "c" or out_dtype.kind == "c" else np.float64)
-    total = math.prod(spec.shape[a] for a in reduced)
-
-    def moments(x: Any) -> Any:
-        xp = array_module(x)
-        n = math.prod(x.shape[a] for a in reduced)
-        kept = tuple(1 if i in reduced else s for i, s in enumerate(x.shape))
-        if n == 0:
-            return xp.zeros((3,) + kept, work)
-        y = x.astype(work)
-        mean = xp.mean(y, axis=reduced, keepdims=True)
-        d = y - mean
-        m2 = xp.sum((d * xp.conj(d)).real if work.kind == "c" else d * d, axis=reduced, keepdims=True)
-        return xp.stack([xp.full(kept, n, work), mean, m2.astype(work)])
-
-    def program(backend: Any, shards: Shards) -> Shards:
-        """One ``all_gather`` of the stacked (count, mean, M2) of the ranks of the sharded reduced mesh dims."""
-        stacked = {r: moments(x) for r, x in shards.items()}
-        gathered = backend.all_gather(stacked, groups, axis=0)
-        results = {}
-        for r, g in gathered.items():
-            xp = array_module(g)
-            k = len(groups[0])
-            g = g.reshape((k, 3) + g.shape[1:])
-            counts, means, m2s = g[:, 0].real, g[:, 1], g[:, 2].real
-            mean = xp.sum(counts * means, axis=0) / total if total else xp.zeros_like(means[0])
-            spread = means - mean
-            spread = (spread * xp.conj(spread)).real if work.kind == "c" else spread * spread
-            m2 = xp.sum(m2s, axis=0) + xp.sum(counts * spread, axis=0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                if total - ddof <= 0:
-                    warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=2)
-                value = m2 / max(total - ddof, 0)
-            if root:
-                value = xp.sqrt(value)
-            if not keepdims:
-                value = value.reshape(out.local_shape_of_rank(r))
-            results[r] = value.astype(out_dtype)
-        return results
-
-    return Decision((spec,), (out,), None, program=program)
-
-
-def _moments_rule(root: bool) -> OpRule:
-    func = np.std if root else np.var
-    names = ("a", "axis", "dtype", "out", "ddof", "keepdims")
-
-    def bind(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
-        given = named_arguments(f"numpy.{func.__name__}", names, args, kwargs)
-        a = pop_dtensor(f"numpy.{func.__name__}", given, "a")
-        if given.pop("out", None) is not None:
-            raise ShardingError(f"numpy.{func.__name__} on DTensors: expected out= as a keyword (it rebinds), got it by position")
-        ddof = given.pop("ddof", 0)
-        correction = given.pop("correction", np._NoValue)  # type: ignore[attr-defined]
-        if correction is not np._NoValue and correction is not None:  # type: ignore[attr-defined]
-            if ddof != 0:
-                raise ValueError("ddof and correction can't be provided simultaneously.")
-            ddof = correction
-        for name in ("where", "mean"):
-            value = given.pop(name, np._NoValue)  # type: ignore[attr-defined]
-            if value is not np._NoValue and value is not None and value is not True:  # type: ignore[attr-defined]
-                raise ShardingError(f"numpy.{func.__name__} on DTensors: expected no {name}=, got {type(value).__name__}")
-        axis = given.pop("axis", None)
-        keepdims = given.pop("keepdims", False)
-        dtype = given.pop("dtype", None)
-        no_more_arguments(f"numpy.{func.__name__}", given)
-        # NumPy's var/std count the axes' items (an axis out of range raises), compare ddof, then reduce (a
-        # repeated axis and keepdims= raise there)
-        ddof_ok = isinstance(ddof, (int, float, np.integer, np.floating))  # NumPy's TypeError family ('a', None)
-        ddof_error = f"numpy.{func.__name__}: expected ddof as a number, got {type(ddof).__name__} {ddof!r}"
-        try:
-            axes = normalize_axes(axis, a.ndim)
-        except np.exceptions.AxisError:
-            raise
-        except (TypeError, ValueError):
-            if not ddof_ok:
-                raise TypeError(ddof_error) from None
-            raise
-        if not ddof_ok:
-            raise TypeError(ddof_error)
-        keepdims = False if keepdims is np._NoValue else keepdims_flag(keepdims)  # type: ignore[attr-defined]
-        return (a,), (root, axes, float(ddof) if isinstance(ddof, float) else int(ddof), keepdims,
-                      None if dtype is None else np.dtype(dtype))
-
-    return OpRule(func.__name__, bind, lambda specs, key: moments_decision(specs[0], *key))
-
-
-register(np.var)(_moments_rule(False))
-register(np.std)(_moments_rule(True))
