@@ -89,13 +89,21 @@ def tsqr_plan(spec: DTensorSpec) -> Optional[tuple[bool, tuple[int, ...]]]:
         >>> tsqr_plan(DTensorSpec(mesh, (Shard(1), Replicate()), TensorMeta((3, 40), "f8")))
         (True, (0,))
         >>> tsqr_plan(DTensorSpec(mesh, (Shard(1), Shard(2)), TensorMeta((8, 4, 4), "f8")))   # both dims split
+        >>> tsqr_plan(DTensorSpec(DeviceMesh((1,)), (Shard(0),), TensorMeta((2, 4), "f8")))   # one rank: local
+        (False, (0,))
     """
     if spec.ndim < 2 or 0 in spec.shape[-2:] or any(isinstance(p, Partial) for p in spec.placements):
         return None
-    spec = without_trivial_shards(spec)
     order = dict(spec.shard_order)  # type: ignore[arg-type]
-    rows, cols = tuple(order.get(spec.ndim - 2, ())), tuple(order.get(spec.ndim - 1, ()))
-    if bool(rows) == bool(cols):
+
+    def splits(dim: int, trivial: bool) -> tuple[int, ...]:
+        return tuple(m for m in order.get(dim, ()) if (spec.mesh.shape[m] == 1) == trivial)
+
+    rows, cols = splits(spec.ndim - 2, False), splits(spec.ndim - 1, False)
+    if not rows and not cols:  # one rank holds each matrix: TSQR without a collective, for the same signs
+        rows, cols = splits(spec.ndim - 2, True), splits(spec.ndim - 1, True)
+        return None if bool(rows) == bool(cols) else (bool(cols), cols or rows)
+    if rows and cols:
         return None
     wide = bool(cols)
     split = cols if wide else rows
@@ -169,12 +177,13 @@ def _small_factors(backend: Any, blocks: Shards, groups: Any, counts: dict[int, 
     local_q, local_r, sizes = {}, {}, {r: min(c, n) for r, c in counts.items()}
     for r, a in blocks.items():
         xp = array_module(a)
-        if not xp.issubdtype(a.dtype, xp.inexact):
+        if not np.issubdtype(a.dtype, np.inexact):
             a = a.astype(xp.float64)
         if wide:
             a = xp.conj(xp.swapaxes(a, -1, -2))
         local_q[r], local_r[r] = xp.linalg.qr(a)
-    stacks = backend.all_gather(local_r, groups, axis=-2, in_sizes=sizes)
+    alone = all(len(g) == 1 for g in groups)
+    stacks = local_r if alone else backend.all_gather(local_r, groups, axis=-2, in_sizes=sizes)
     group_of = {r: g for g in groups for r in g}
     small: dict[Any, tuple[Any, Any]] = {}
     q_out, r_out = {}, {}
@@ -276,12 +285,14 @@ def tsqr_decision(name: str, spec: DTensorSpec, kwargs: dict[str, Any], metas: S
     if plan is None:
         return None
     wide, split = plan
-    spec = without_trivial_shards(spec)
+    local = all(spec.mesh.shape[d] == 1 for d in split)
+    spec = without_trivial_shards(spec)  # one rank holds what a size-1 mesh dim splits: replicated there
     m, n = spec.shape[-2:][::-1] if wide else spec.shape[-2:]
     finish = _finisher(name, kwargs, m, n, wide)
     if finish is None:
         return None
-    outs = _placed(spec, split, wide, name, kwargs, metas)
+    outs = tuple(_replicated(spec, split, meta) for meta in metas) if local else _placed(spec, split, wide, name,
+                                                                                         kwargs, metas)
     groups = spec.mesh.groups(tuple(sorted(split)))
     counts = {r: spec.local_block(r)[0][-1 if wide else -2] for r in spec.mesh.all_ranks}
     dtypes = [meta.dtype for meta in metas]
