@@ -126,11 +126,13 @@ def test_tsqr_moves_the_small_factors_only(world):
     checks = Checks(world)
     mesh = dt.DeviceMesh((world.size,), backend=world.kind)
     d, sent = 6, {}
+    xp = dt.array_api.namespace(mesh)
     for rows in (40 * world.size, 400 * world.size):
         a = np.random.default_rng(rows).normal(size=(rows, d))
         x = dt.distribute_tensor(a, mesh, [Shard(0)])
         for name, f in (("qr", LA.qr), ("svd", lambda x: LA.svd(x, full_matrices=False)), ("pinv", LA.pinv),
-                        ("lstsq", lambda x: LA.lstsq(x, x[:, 0])[0])):
+                        ("lstsq", lambda x: LA.lstsq(x, x[:, 0])[0]), ("xp.linalg.qr", xp.linalg.qr),
+                        ("xp.linalg.svd", lambda x: xp.linalg.svd(x, full_matrices=False))):
             with dt.comm_counter() as c:
                 f(x)
             sent.setdefault(name, []).append((c.counts["all_gather"], c.bytes["all_gather"], c.total))
