@@ -38,7 +38,8 @@ of ``Vh``; wide matrices: each column of ``U``) is made real and positive
 factors up to those signs.  Every rank of a group factors the same stacked
 bytes in the same order, so the replicated results are bitwise identical.
 
-Not here (the gathering rules of :mod:`.linalg` run instead): ``qr`` modes
+A matrix held whole by one rank (a mesh of one rank, or its split on a size-1 mesh dim) gets NumPy's own
+function, its values and LAPACK's signs.  Not here (the gathering rules of :mod:`.linalg` run instead): ``qr`` modes
 ``'complete'`` (an ``m x m`` Q) and ``'raw'`` (LAPACK's Householder vectors of
 the whole matrix), ``qr`` of a wide matrix, ``svd`` with
 ``full_matrices=True`` of a non-square matrix (an ``m x m`` U), ``hermitian=True``,
@@ -89,21 +90,17 @@ def tsqr_plan(spec: DTensorSpec) -> Optional[tuple[bool, tuple[int, ...]]]:
         >>> tsqr_plan(DTensorSpec(mesh, (Shard(1), Replicate()), TensorMeta((3, 40), "f8")))
         (True, (0,))
         >>> tsqr_plan(DTensorSpec(mesh, (Shard(1), Shard(2)), TensorMeta((8, 4, 4), "f8")))   # both dims split
-        >>> tsqr_plan(DTensorSpec(DeviceMesh((1,)), (Shard(0),), TensorMeta((2, 4), "f8")))   # one rank: local
-        (False, (0,))
+        >>> tsqr_plan(DTensorSpec(DeviceMesh((1,)), (Shard(0),), TensorMeta((8, 4), "f8")))   # one rank: NumPy's
     """
     if spec.ndim < 2 or 0 in spec.shape[-2:] or any(isinstance(p, Partial) for p in spec.placements):
         return None
     order = dict(spec.shard_order)  # type: ignore[arg-type]
 
-    def splits(dim: int, trivial: bool) -> tuple[int, ...]:
-        return tuple(m for m in order.get(dim, ()) if (spec.mesh.shape[m] == 1) == trivial)
+    def splits(dim: int) -> tuple[int, ...]:
+        return tuple(m for m in order.get(dim, ()) if spec.mesh.shape[m] > 1)
 
-    rows, cols = splits(spec.ndim - 2, False), splits(spec.ndim - 1, False)
-    if not rows and not cols:  # one rank holds each matrix: TSQR without a collective, for the same signs
-        rows, cols = splits(spec.ndim - 2, True), splits(spec.ndim - 1, True)
-        return None if bool(rows) == bool(cols) else (bool(cols), cols or rows)
-    if rows and cols:
+    rows, cols = splits(spec.ndim - 2), splits(spec.ndim - 1)
+    if bool(rows) == bool(cols):  # both split, or one rank holds each matrix: NumPy's own function
         return None
     wide = bool(cols)
     split = cols if wide else rows
@@ -182,8 +179,7 @@ def _small_factors(backend: Any, blocks: Shards, groups: Any, counts: dict[int, 
         if wide:
             a = xp.conj(xp.swapaxes(a, -1, -2))
         local_q[r], local_r[r] = xp.linalg.qr(a)
-    alone = all(len(g) == 1 for g in groups)
-    stacks = local_r if alone else backend.all_gather(local_r, groups, axis=-2, in_sizes=sizes)
+    stacks = backend.all_gather(local_r, groups, axis=-2, in_sizes=sizes)
     group_of = {r: g for g in groups for r in g}
     small: dict[Any, tuple[Any, Any]] = {}
     q_out, r_out = {}, {}
@@ -285,14 +281,12 @@ def tsqr_decision(name: str, spec: DTensorSpec, kwargs: dict[str, Any], metas: S
     if plan is None:
         return None
     wide, split = plan
-    local = all(spec.mesh.shape[d] == 1 for d in split)
     spec = without_trivial_shards(spec)  # one rank holds what a size-1 mesh dim splits: replicated there
     m, n = spec.shape[-2:][::-1] if wide else spec.shape[-2:]
     finish = _finisher(name, kwargs, m, n, wide)
     if finish is None:
         return None
-    outs = tuple(_replicated(spec, split, meta) for meta in metas) if local else _placed(spec, split, wide, name,
-                                                                                         kwargs, metas)
+    outs = _placed(spec, split, wide, name, kwargs, metas)
     groups = spec.mesh.groups(tuple(sorted(split)))
     counts = {r: spec.local_block(r)[0][-1 if wide else -2] for r in spec.mesh.all_ranks}
     dtypes = [meta.dtype for meta in metas]
