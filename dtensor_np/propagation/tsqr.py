@@ -28,7 +28,9 @@ of at most ``d x n`` values per rank and matrix (every rank receives the
 ``(p - 1)`` others' ``r_r``: ``O(p d n)`` bytes, never ``a``), a local QR of
 each block (``O(m_r n^2)``), and a QR of the ``p d x n`` stack on every rank
 (``O(p d n^2)``).  Empty shards send nothing (``m_r = 0``); blocks with fewer
-rows than columns send ``m_r x n``.
+rows than columns send ``m_r x n``.  The functions that need no ``Q`` (``svdvals``,
+``matrix_rank``, ``cond``, the norms, ``qr`` mode ``'r'``) factor with NumPy's
+mode ``'r'``: no ``Q`` is formed.
 
 Signs, so that every rank and every mesh gives the same factors: ``R``'s
 diagonal is made real and non-negative (``Q``'s columns scaled to match); in
@@ -112,8 +114,9 @@ def tsqr_plan(spec: DTensorSpec) -> Optional[tuple[bool, tuple[int, ...]]]:
     return wide, split
 
 
-def positive_diagonal(q: Any, r: Any) -> tuple[Any, Any]:
-    """``q, r`` of a QR with ``r``'s diagonal made real and non-negative (``q``'s columns scaled to match).
+def positive_diagonal(q: Optional[Any], r: Any) -> tuple[Optional[Any], Any]:
+    """``q, r`` of a QR with ``r``'s diagonal made real and non-negative (``q``'s columns scaled to match; None
+    stays None).
 
     Example:
         >>> q, r = positive_diagonal(-np.eye(2), np.array([[-2.0, 1.0], [0.0, 3.0]]))
@@ -123,7 +126,7 @@ def positive_diagonal(q: Any, r: Any) -> tuple[Any, Any]:
     xp = array_module(r)
     d = xp.diagonal(r, axis1=-2, axis2=-1)
     phase = _phase(xp, d)
-    return q * phase[..., None, :], r * xp.conj(phase)[..., :, None]
+    return None if q is None else q * phase[..., None, :], r * xp.conj(phase)[..., :, None]
 
 
 def _phase(xp: Any, d: Any) -> Any:
@@ -169,8 +172,9 @@ def _sharded(spec: DTensorSpec, split: Sequence[int], meta: TensorMeta, at: int)
 
 # -- the factorisation ------------------------------------------------------------------------------------
 def _small_factors(backend: Any, blocks: Shards, groups: Any, counts: dict[int, int], n: int,
-                   wide: bool) -> tuple[Shards, Shards]:
-    """Every held rank's ``q_r @ q_s[its rows]`` and the replicated ``r`` (see the module): one ``all_gather``."""
+                   wide: bool, with_q: bool) -> tuple[Shards, Shards]:
+    """Every held rank's ``q_r @ q_s[its rows]`` (None without ``with_q``) and the replicated ``r`` (see the
+    module): one ``all_gather``."""
     local_q, local_r, sizes = {}, {}, {r: min(c, n) for r, c in counts.items()}
     for r, a in blocks.items():
         xp = array_module(a)
@@ -178,7 +182,7 @@ def _small_factors(backend: Any, blocks: Shards, groups: Any, counts: dict[int, 
             a = a.astype(xp.float64)
         if wide:
             a = xp.conj(xp.swapaxes(a, -1, -2))
-        local_q[r], local_r[r] = xp.linalg.qr(a)
+        local_q[r], local_r[r] = xp.linalg.qr(a) if with_q else (None, xp.linalg.qr(a, mode="r"))
     stacks = backend.all_gather(local_r, groups, axis=-2, in_sizes=sizes)
     group_of = {r: g for g in groups for r in g}
     small: dict[Any, tuple[Any, Any]] = {}
@@ -187,10 +191,11 @@ def _small_factors(backend: Any, blocks: Shards, groups: Any, counts: dict[int, 
         group = group_of[r]
         if group not in small:  # every member factors the same bytes: once per group held here
             xp = array_module(stack)
-            small[group] = positive_diagonal(*xp.linalg.qr(stack))
+            small[group] = positive_diagonal(*xp.linalg.qr(stack)) if with_q else positive_diagonal(
+                None, xp.linalg.qr(stack, mode="r"))
         q_s, r_out[r] = small[group]
         start = sum(sizes[g] for g in group[:group.index(r)])
-        q_out[r] = local_q[r] @ q_s[..., start:start + sizes[r], :]
+        q_out[r] = local_q[r] @ q_s[..., start:start + sizes[r], :] if with_q else None
     return q_out, r_out
 
 
@@ -290,9 +295,10 @@ def tsqr_decision(name: str, spec: DTensorSpec, kwargs: dict[str, Any], metas: S
     groups = spec.mesh.groups(tuple(sorted(split)))
     counts = {r: spec.local_block(r)[0][-1 if wide else -2] for r in spec.mesh.all_ranks}
     dtypes = [meta.dtype for meta in metas]
+    with_q = name == "pinv" or (name == "qr" and kwargs["mode"] == "reduced") or (name == "svd" and kwargs["compute_uv"])
 
     def program(backend: Any, shards: Shards) -> Any:
-        q, r = _small_factors(backend, shards, groups, counts, n, wide)
+        q, r = _small_factors(backend, shards, groups, counts, n, wide, with_q)
 
         def local(rank: int, q_r: Any, r_r: Any) -> tuple:
             return tuple(out.astype(dtype, copy=False) for out, dtype in zip(finish(q_r, r_r), dtypes))
