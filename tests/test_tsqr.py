@@ -114,6 +114,10 @@ def test_tsqr_matches_numpy_with_signs_fixed(world):
             close(checks, f"{ctx} svdvals", LA.svdvals(x).full_tensor(), LA.svdvals(a), tol)
             rank = LA.matrix_rank(x).full_tensor()
             checks.expect(np.array_equal(rank, LA.matrix_rank(a)), f"{ctx}: matrix_rank {rank}")
+            if a.ndim == 2 and name != "wide":  # lstsq: the first level of TSQR (propagation/least_squares.py)
+                rcond = 1e-10 if name == "rank-deficient" else None
+                got, want = LA.lstsq(x, x[:, 0] * 2.0 - x[:, 1], rcond)[0], LA.lstsq(a, a[:, 0] * 2.0 - a[:, 1], rcond)[0]
+                close(checks, f"{ctx} lstsq", got.full_tensor(), want, max(tol, 1e-8))
             cut = {"rtol": 1e-10} if name == "rank-deficient" else {}
             close(checks, f"{ctx} pinv", LA.pinv(x, **cut).full_tensor(), LA.pinv(a, **cut), tol)
             if full_rank:
