@@ -380,13 +380,20 @@ def _sklearn_estimators() -> dict[str, tuple[Callable[[dict[str, Any]], Any], fl
                                        StandardScaler, label_binarize)
     from sklearn.utils import check_consistent_length
 
+    def signed(t):
+        """Each column with the sign of its first row: LDA's ``transform`` takes its discriminants' signs from
+        the SVDs (LAPACK's on NumPy, TSQR's fixed signs on row-sharded DTensors); scikit-learn leaves them open."""
+        xp = t.__array_namespace__()
+        return t * xp.sign(t[:1, :])
+
     def classifier(est, labels):
         def run(d):
             fitted = est().fit(d["X"], d[labels])
             outs = [fitted.predict(d["X"])]
             for method in ("predict_proba", "decision_function", "transform"):
                 if hasattr(fitted, method):
-                    outs.append(getattr(fitted, method)(d["X"]))
+                    out = getattr(fitted, method)(d["X"])
+                    outs.append(signed(out) if method == "transform" else out)
             return (*outs, fitted.score(d["X"], d[labels]), fitted.classes_)
         return run
 

@@ -15,7 +15,8 @@
 ``linalg.slogdet`` ``matrix_power``    rules of :mod:`dtensor_np.propagation.linalg` (a sharded matrix dim moves to a
                                        batch dim, ``all_to_all``, or is gathered, ``all_gather``)
 ``linalg.eig`` ``eigvals`` ``cond``    rules (:mod:`dtensor_np.propagation.gathered_operands`): whole matrices, as
-                                       above (gathers=True where there is no batch dim)
+                                       above (gathers=True where there is no batch dim); ``cond`` (p None, 2, -2)
+                                       of a row-sharded tall matrix: TSQR's small R (:mod:`~dtensor_np.propagation.tsqr`)
 ``linalg.multi_dot``                   composite: NumPy's cheapest order of ``dot`` s (each a contraction: a sharded
                                        contracted dim leaves ``Partial(sum)``)
 ``linalg.tensorinv`` ``tensorsolve``   composites: reshapes, then ``inv``/``solve`` (whole matrices)

@@ -93,8 +93,9 @@ def _cases() -> dict[str, Case]:
                                   f(x).shape if shape_only else f(x))
     c["numpy.full_like"] = Case(lambda x: np.full_like(x, 2.0))
     for name in ("cholesky", "det", "eigh", "eigvalsh", "inv", "matrix_norm", "matrix_rank", "pinv", "qr",
-                 "svd", "svdvals"):
+                 "svdvals"):
         c[f"numpy.linalg.{name}"] = Case(lambda x, f=getattr(np.linalg, name): _abs_factors(f(x)), **_BATCH)
+    c["numpy.linalg.svd"] = Case(lambda x: _svd_product(np.linalg.svd(x)), **_BATCH)
     c["numpy.linalg.slogdet"] = Case(lambda x: tuple(np.linalg.slogdet(x)), **_BATCH)
     c["numpy.linalg.matrix_power"] = Case(lambda x: np.linalg.matrix_power(x, 2), **_BATCH)
     c["numpy.linalg.solve"] = Case(lambda x: np.linalg.solve(x, np.ones((3, 4, 1))), **_BATCH)
@@ -140,6 +141,12 @@ def _abs_factors(result: Any) -> Any:
     if isinstance(result, tuple):
         return tuple(np.abs(r) if getattr(r, "ndim", 0) >= 2 else r for r in result)
     return result
+
+
+def _svd_product(result: Any) -> tuple[Any, Any]:
+    """``S`` and ``U S Vh``: these matrices have repeated singular values, whose vectors NumPy leaves open."""
+    u, s, vh = result
+    return s, (u * s[..., None, :]) @ vh
 
 
 def _sorted_unique(f: Callable[..., Any], x: Any) -> Any:

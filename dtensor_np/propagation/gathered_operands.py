@@ -10,7 +10,9 @@
   dims): a sharded matrix dim moves to a free batch dim with one
   ``all_to_all``, or is gathered with one ``all_gather`` where there is none
   (:func:`~.whole_axes.whole_decision`), and NumPy runs on every rank's
-  matrices; batch dims stay sharded.  NumPy returns real eigenvalues when
+  matrices; batch dims stay sharded.  ``cond`` (``p`` None, 2, -2) of a
+  tall matrix with its rows sharded (or a wide one with its columns): from
+  TSQR's small ``R`` (:mod:`.tsqr`, one ``all_gather`` of ``n x n`` blocks).  NumPy returns real eigenvalues when
   every eigenvalue of the batch is real, so ranks that hold different
   matrices agree on it (``backend.all_true``: one 4-byte ``Allreduce``, not
   counted, as for ``LinAlgError``), and all return complex ones otherwise.
@@ -44,6 +46,7 @@ from .common import partial_free
 from .empty_batch import empty_batch, numpy_outputs
 from .registry import Decision, OpRule, register
 from .signature_bind import bound_arguments, signature_binder
+from .tsqr import tsqr_decision
 from .whole_axes import whole_decision
 
 __all__ = ["POLYNOMIAL_FUNCTIONS", "agreeing_dtypes"]
@@ -124,6 +127,10 @@ def _matrix_rule(func: Callable[..., Any], failure: Optional[str], eigen: bool) 
             failure_here = failure
         batch = spec.ndim >= 2
         metas, kind = numpy_outputs(lambda x: func(x, **kwargs), [empty_batch(spec, batch)], batch)
+        if func is np.linalg.cond and batch:
+            tsqr = tsqr_decision("cond", spec, kwargs, metas, multiple=False, result_type=None, failure=failure_here)
+            if tsqr is not None:
+                return tsqr
         core = range(spec.ndim - 2, spec.ndim) if batch else range(spec.ndim)
         decision = whole_decision(spec, core, metas, lambda rank, x: func(x, **kwargs), multiple=kind is not None,
                                   result_type=None if kind in (None, tuple) else kind, failure=failure_here)

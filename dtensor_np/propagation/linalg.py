@@ -14,6 +14,12 @@ function                               matrix dims sharded on mesh dims ``m``
 ``slogdet svd svdvals``                ``(k-1)/k`` of its shard once); the ``m`` left are gathered together
 ``matrix_norm`` ord ``'nuc'``, 2, -2   with one ``all_gather`` (every rank receives the ``k-1`` other blocks
                                        of its matrices).  Outputs keep the batch sharding, matrix dims whole.
+                                       Except: rows sharded and columns whole (or the reverse), tall
+                                       (``m >= p n``) or with no batch dim to move to: ``qr`` (reduced,
+                                       ``'r'``), ``svd`` (reduced or square), ``svdvals``, ``pinv``,
+                                       ``matrix_rank``, ``matrix_norm`` (2, -2, ``'nuc'``) and ``cond`` by TSQR
+                                       (:mod:`.tsqr`): one ``all_gather`` of every rank's ``n x n`` R factor
+                                       (``O(p n^2)`` bytes), ``Q``/``U`` sharded like the input, never gathered.
 ``matrix_norm`` ord ``'fro'``,         local sums of ``|x|**p`` over the shard, one ``all_reduce`` (the
 ``vector_norm`` ord 2 and other p      partial sums: one value per kept element), then the root.
 ``vector_norm`` ord 1, 0, inf, -inf    no communication: ``Partial(sum)`` (1, 0), ``Partial(max)`` (inf),
@@ -74,6 +80,7 @@ from .empty_batch import empty_batch, numpy_outputs
 from .registry import Decision, OpRule, register
 from .shape_ops import permute_decision
 from .signature_bind import signature_binder
+from .tsqr import tsqr_decision
 from .whole_axes import LINEAR_REDUCE_OPS, run_agreeing, whole_decision, without_trivial_shards
 
 __all__ = ["vector_equation", "diagonal_pieces", "MATRIX_FUNCTIONS"]
@@ -117,10 +124,15 @@ def _matrix_rule(func: Callable[..., Any], failure: Optional[str]) -> OpRule:
         call = _caller(func, key)
         batch = spec.ndim >= 2  # below 2-d NumPy raises (matrix_rank answers for the whole array)
         metas, kind = numpy_outputs(call, [empty_batch(spec, batch)], batch)
+        result_type = None if kind in (None, tuple) else kind
+        tsqr = tsqr_decision(func.__name__, spec, dict(key), metas, multiple=kind is not None,
+                             result_type=result_type, failure=failure) if batch else None
+        if tsqr is not None:
+            return tsqr
         core = range(spec.ndim - 2, spec.ndim) if batch else range(spec.ndim)
         return whole_decision(
             spec, core, metas, lambda rank, x: call(x),
-            multiple=kind is not None, result_type=None if kind in (None, tuple) else kind, failure=failure,
+            multiple=kind is not None, result_type=result_type, failure=failure,
         )
 
     return OpRule(func.__name__, _bind(func), decide)
@@ -290,6 +302,9 @@ def _decide_matrix_norm(specs: tuple[DTensorSpec, ...], key: Any) -> Decision:
     if ord is None or (isinstance(ord, str) and ord in ("fro", "f")):
         return norm_decision(spec, (rows, cols), keepdims, 2, meta, call)
     if isinstance(ord, str) or ord in (2, -2):  # 'nuc', 2, -2: singular values of whole matrices
+        tsqr = tsqr_decision("matrix_norm", spec, kwargs, (meta,), multiple=False, result_type=None, failure=_SVD)
+        if tsqr is not None:
+            return tsqr
         return whole_decision(spec, (rows, cols), (meta,), lambda rank, x: call(x), failure=_SVD)
     return _induced_norm_decision(spec, ord, keepdims, meta, call)
 
