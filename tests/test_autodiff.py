@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import dtensor_np as dt
 from dtensor_np import Partial, Replicate, Shard
 from dtensor_np.planner import backward_target
+from test_numpy_ops import Checks
 
 rng0 = np.random.default_rng(0)
 
@@ -149,12 +150,18 @@ def test_dtensor_gradients_equal_single_device(world):
         xs = dt.distribute_tensor(x, mesh, _placements(data.draw, mesh.ndim, 2, False))
         ys = dt.distribute_tensor(y, mesh, _placements(data.draw, mesh.ndim, 2, False))
         value, grads = dt.value_and_grad(mlp)(params, xs, ys)
-        np.testing.assert_allclose(float(value), float(want_value), rtol=1e-10)
+        checks = Checks(world)  # every rank records its mismatches, then all fail together
+        checks.expect(np.isclose(float(value), float(want_value), rtol=1e-10, atol=0),
+                      f"loss {float(value)!r}, expected {float(want_value)!r}")
         for k in full:
-            assert grads[k].placements == backward_target(params[k].spec).placements, k
+            want_placements = backward_target(params[k].spec).placements
+            checks.expect(grads[k].placements == want_placements,
+                          f"{k}: placements {grads[k].placements}, expected {want_placements}")
             for rank, local in grads[k].local_shards().items():
-                np.testing.assert_allclose(local, want[k][grads[k].spec.local_index(rank)], rtol=1e-9, atol=1e-12,
-                                           err_msg=f"{k} rank {rank}")
+                block = want[k][grads[k].spec.local_index(rank)]
+                checks.expect(local.shape == block.shape and np.allclose(local, block, rtol=1e-9, atol=1e-12),
+                              f"{k} rank {rank}: got {local!r}, expected {block!r}")
+        checks.finish()
 
     check()
 
