@@ -1,5 +1,5 @@
-"""Hypothesis strategies shared by the tests: meshes, placements, shapes, dtypes, the planner's spec pairs; and ``per_rank``
-and ``planner_benchmark`` (benchmarks/planner.py's seeded pairs)."""
+"""Hypothesis strategies shared by the tests: meshes, placements, shapes, dtypes, the planner's spec pairs; and ``per_rank``,
+``rounding_tolerance`` and ``planner_benchmark`` (benchmarks/planner.py's seeded pairs)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,15 @@ def full_array(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
     if kind == "c":
         return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
+
+
+def rounding_tolerance(dtype: Any, terms: int, scale: float) -> float:
+    """The absolute error ``terms`` rounded steps (a sum of ``terms + 1`` values in any order, a division) may make
+    on values of magnitude up to ``scale``: ``terms * eps(dtype) * scale``; 0 for integers and bools (exact)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "fc":
+        return 0.0
+    return terms * float(np.finfo(dtype).eps) * scale
 
 
 def per_rank(world: Any, mesh: dt.DeviceMesh, make: Callable[[int], Any]) -> Any:

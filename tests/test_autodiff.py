@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 import dtensor_np as dt
 from dtensor_np import Partial, Replicate, Shard
 from dtensor_np.planner import backward_target
+from test_numpy_ops import Checks
 
-rng0 = np.random.default_rng(0)
+_FAMILY_DRAWS = np.random.default_rng(0)  # builds FAMILIES at import only; tests draw from their own
 
 
 def _central(f, x, eps=1e-6):
@@ -29,9 +30,9 @@ def _central(f, x, eps=1e-6):
     return g
 
 
-POS = lambda s: rng0.uniform(0.5, 2.0, s)  # noqa: E731
-ANY = lambda s: rng0.standard_normal(s)  # noqa: E731
-UNIT = lambda s: rng0.uniform(-0.8, 0.8, s)  # noqa: E731
+POS = lambda s, rng=_FAMILY_DRAWS: rng.uniform(0.5, 2.0, s)  # noqa: E731
+ANY = lambda s, rng=_FAMILY_DRAWS: rng.standard_normal(s)  # noqa: E731
+UNIT = lambda s, rng=_FAMILY_DRAWS: rng.uniform(-0.8, 0.8, s)  # noqa: E731
 
 # name: (function of the arrays, the arrays)
 FAMILIES = {
@@ -72,15 +73,17 @@ FAMILIES = {
                     + np.repeat(a, 3).reshape(3, 12)[:, ::3], [ANY((3, 4))]),
     "trace/inv/det": (lambda a: np.linalg.trace(a) + np.linalg.inv(a).sum(axis=(-1, -2)) + np.linalg.det(a),
                       [ANY((2, 3, 3)) + 3 * np.eye(3)]),
-    "softmax cross-entropy": (lambda z, y: -np.sum(y * (z - np.max(z, axis=1, keepdims=True) - np.log(np.sum(np.exp(z - np.max(z, axis=1, keepdims=True)), axis=1, keepdims=True)))), [ANY((4, 5)), rng0.dirichlet(np.ones(5), 4)]),
+    "softmax cross-entropy": (lambda z, y: -np.sum(y * (z - np.max(z, axis=1, keepdims=True) - np.log(np.sum(np.exp(z - np.max(z, axis=1, keepdims=True)), axis=1, keepdims=True)))), [ANY((4, 5)), _FAMILY_DRAWS.dirichlet(np.ones(5), 4)]),
 }
+del POS, ANY, UNIT, _FAMILY_DRAWS  # FAMILIES is built: no test can draw from the import-time generator
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_gradients_equal_central_differences(name):
     fn, arrays = FAMILIES[name]
     arrays = [np.array(a, dtype=np.float64) for a in arrays]
-    weights = rng0.standard_normal(np.shape(fn(*arrays)))  # a random cotangent: every output element counts
+    rng = np.random.default_rng(sorted(FAMILIES).index(name))  # this test's own, whatever ran before
+    weights = rng.standard_normal(np.shape(fn(*arrays)))  # a random cotangent: every output element counts
     loss = lambda *xs: float(np.sum(fn(*xs) * weights))  # noqa: E731
     grads = dt.grad(lambda *xs: np.sum(fn(*xs) * weights), argnums=tuple(range(len(arrays))))(*arrays)
     grads = grads if isinstance(grads, tuple) else (grads,)
@@ -90,8 +93,9 @@ def test_gradients_equal_central_differences(name):
 
 
 def test_value_and_grad_vjp_and_pytrees():
-    params = {"w1": rng0.standard_normal((4, 8)), "b1": np.zeros(8), "w2": rng0.standard_normal((8, 1))}
-    x, y = rng0.standard_normal((5, 4)), rng0.standard_normal((5, 1))
+    rng = np.random.default_rng(1)  # this test's own, whatever ran before
+    params = {"w1": rng.standard_normal((4, 8)), "b1": np.zeros(8), "w2": rng.standard_normal((8, 1))}
+    x, y = rng.standard_normal((5, 4)), rng.standard_normal((5, 1))
 
     def loss(p, x, y):
         h = np.tanh(x @ p["w1"] + p["b1"])
@@ -149,12 +153,18 @@ def test_dtensor_gradients_equal_single_device(world):
         xs = dt.distribute_tensor(x, mesh, _placements(data.draw, mesh.ndim, 2, False))
         ys = dt.distribute_tensor(y, mesh, _placements(data.draw, mesh.ndim, 2, False))
         value, grads = dt.value_and_grad(mlp)(params, xs, ys)
-        np.testing.assert_allclose(float(value), float(want_value), rtol=1e-10)
+        checks = Checks(world)  # every rank records its mismatches, then all fail together
+        checks.expect(np.isclose(float(value), float(want_value), rtol=1e-10, atol=0),
+                      f"loss {float(value)!r}, expected {float(want_value)!r}")
         for k in full:
-            assert grads[k].placements == backward_target(params[k].spec).placements, k
+            want_placements = backward_target(params[k].spec).placements
+            checks.expect(grads[k].placements == want_placements,
+                          f"{k}: placements {grads[k].placements}, expected {want_placements}")
             for rank, local in grads[k].local_shards().items():
-                np.testing.assert_allclose(local, want[k][grads[k].spec.local_index(rank)], rtol=1e-9, atol=1e-12,
-                                           err_msg=f"{k} rank {rank}")
+                block = want[k][grads[k].spec.local_index(rank)]
+                checks.expect(local.shape == block.shape and np.allclose(local, block, rtol=1e-9, atol=1e-12),
+                              f"{k} rank {rank}: got {local!r}, expected {block!r}")
+        checks.finish()
 
     check()
 

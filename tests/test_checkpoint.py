@@ -27,15 +27,21 @@ from dtensor_np.checkpoint.metadata import chunk_shape
 from launching import MPIEXEC, clean_mpi_env
 
 R, S, P = dt.Replicate(), dt.Shard, dt.Partial()
-RNG = np.random.default_rng(38)
-FULL = {
-    "w": RNG.standard_normal((5, 3)),                      # 2, 2, 1, 0 rows over 4
-    "b": RNG.integers(-9, 9, size=7).astype(np.int32),
-    "g": RNG.standard_normal((3, 2)).astype(np.float32),   # saved Partial: the sum of 2 ranks' values
-    "s": np.array(2.5),                                    # 0-d
-    "m": RNG.random((2, 5)) < 0.5,
-    "z": (RNG.standard_normal((4, 1)) + 1j * RNG.standard_normal((4, 1))).astype(np.complex64),
-}
+
+
+def _full(rng):
+    """The saved arrays, drawn once at import from a generator no test draws from (order-free data)."""
+    return {
+        "w": rng.standard_normal((5, 3)),                      # 2, 2, 1, 0 rows over 4
+        "b": rng.integers(-9, 9, size=7).astype(np.int32),
+        "g": rng.standard_normal((3, 2)).astype(np.float32),   # saved Partial: the sum of 2 ranks' values
+        "s": np.array(2.5),                                    # 0-d
+        "m": rng.random((2, 5)) < 0.5,
+        "z": (rng.standard_normal((4, 1)) + 1j * rng.standard_normal((4, 1))).astype(np.complex64),
+    }
+
+
+FULL = _full(np.random.default_rng(38))
 SAVED = {"w": ((2, 2), [S(0), S(1)]), "b": ((4,), [S(0)]), "g": ((2, 2), [P, S(0)]), "s": ((4,), [R]),
          "m": ((2, 2), [S(1), S(1)]), "z": ((4,), [S(0)])}
 

@@ -202,3 +202,76 @@ def test_value_dependent_shapes_are_never_served_from_the_fast_path():
         assert np.nonzero(first)[0].full_tensor().tolist() == [1, 2, 4]
         assert np.nonzero(second)[0].full_tensor().tolist() == [2]
         assert np.unique(first).shape == (4,) and np.unique(second).shape == (2,)
+
+
+def _set_row(x: Any) -> Any:
+    x[1] = 5.0
+    return x
+
+
+UNEVEN_OPS = {  # the cached paths: operators, x[i], x[i] = v, reductions; each on a DTensor or an ndarray
+    "x + x": lambda x: x + x,
+    "2.0 * x": lambda x: 2.0 * x,
+    "x - 3": lambda x: x - 3,
+    "np.maximum(x, 0)": lambda x: np.maximum(x, 0),
+    "x[1]": lambda x: x[1],
+    "x[1:4]": lambda x: x[1:4],
+    "x[:, 1:]": lambda x: x[:, 1:],
+    "x[1] = 5": _set_row,
+    "np.sum(x, axis=0)": lambda x: np.sum(x, axis=0),
+    "np.sum(x)": lambda x: np.sum(x),
+    "x.max(axis=1)": lambda x: x.max(axis=1),
+}
+SUMS = ("np.sum(x, axis=0)", "np.sum(x)")
+
+
+@pytest.mark.worlds(simulated=(1, 2, 3, 4), mpi=(2, 4))
+def test_the_fast_path_on_uneven_and_empty_shards(world):
+    """(5, 3), (0, 3) and (3, 0) arrays on every placement (uneven and empty shards): the slow call, the cached
+    call (served by the fast path) and a call on a handle an item assignment rebound give NumPy's value, or
+    NumPy's exception family, on every rank; every rank's mismatches are agreed on at the end."""
+    from strategies import rounding_tolerance
+    from test_numpy_ops import Checks
+
+    checks = Checks(world)
+    meshes = [dt.DeviceMesh((world.size,), backend=world.kind)]
+    if world.size == 4:
+        meshes.append(dt.DeviceMesh((2, 2), backend=world.kind))
+    for shape in ((5, 3), (0, 3), (3, 0)):
+        full = np.arange(float(np.prod(shape))).reshape(shape) - 7.0
+        rebound = full.copy()
+        if shape[0]:
+            rebound[0] = -1.0
+        atol = rounding_tolerance(full.dtype, world.size + 1, float(np.sum(np.abs(full))))
+        for mesh in meshes:
+            combos = ([[p] for p in (Replicate(), Shard(0), Shard(1))] if mesh.ndim == 1
+                      else [[Shard(0), Shard(1)], [Shard(0), Shard(0)]])
+            for placements in combos:
+                x = dt.distribute_tensor(full, mesh, placements)
+                for name, op in UNEVEN_OPS.items():
+                    ctx = f"{name} on {shape} {placements} mesh {mesh.shape}"
+                    tolerance = {"rtol": 0, "atol": atol} if name in SUMS else {"exact": True}
+                    try:
+                        op(full.copy())
+                        refused = False
+                    except Exception:  # noqa: BLE001 - NumPy refuses: Checks.same wants the same family
+                        refused = True
+
+                    def numpy_call(op=op, values=full):
+                        return op(values.copy())
+
+                    def dtensor_call(op=op, handle=x):
+                        return op(dt.DTensor(handle.local_shards(), handle.spec))  # a handle of its own
+
+                    clear_fast_path()
+                    checks.same(f"{ctx} (slow)", numpy_call, dtensor_call, **tolerance)
+                    hits = fast_path_stats()["hits"]
+                    checks.same(f"{ctx} (cached)", numpy_call, dtensor_call, **tolerance)
+                    checks.expect(refused or fast_path_stats()["hits"] > hits,
+                                  f"{ctx}: the repeated call was not served by the fast path")
+                    y = dt.DTensor(x.local_shards(), x.spec)
+                    if shape[0]:
+                        y[0] = -1.0  # rebinds y's shards to new values, same spec
+                    checks.same(f"{ctx} (rebound)", lambda op=op: op(rebound.copy()),
+                                lambda op=op, handle=y: dtensor_call(op, handle), **tolerance)
+    checks.finish()

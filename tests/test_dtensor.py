@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 import collectives
 import dtensor_np as dt
 from dtensor_np import Partial, Replicate, Shard
-from dtensor_np.planner import count_collectives
 from dtensor_np.testing import assert_dtensor_equal, raises_on_all_ranks
 
-from strategies import DTYPES, full_array, mesh_shapes, placements, tensor_shapes
+from strategies import DTYPES, full_array, mesh_shapes, placements, rounding_tolerance, tensor_shapes
+from test_numpy_ops import Checks
 
 R = Replicate()
 
@@ -28,28 +28,39 @@ def make_mesh(world, shape):
     return dt.DeviceMesh(tuple(shape), backend=world.kind)
 
 
-def rounds(placements_list, dtype) -> bool:
-    """True when a reduction makes the value inexact: Partial sum/avg of an inexact dtype."""
-    return np.dtype(dtype).kind in "fc" and any(
-        isinstance(p, Partial) and p.reduce_op in ("sum", "avg") for ps in placements_list for p in ps
-    )
+def rounds(placements_list, dtype, mesh_size) -> int:
+    """The rounding steps Partial sum/avg reductions of an inexact dtype may add (0: the value is exact)."""
+    if np.dtype(dtype).kind not in "fc":
+        return 0
+    partials = sum(isinstance(p, Partial) and p.reduce_op in ("sum", "avg") for ps in placements_list for p in ps)
+    return partials * mesh_size  # each reduction: at most mesh_size - 1 additions and one division
 
 
-def assert_value(got, want, inexact):
-    if inexact:
-        np.testing.assert_allclose(got, want, rtol=2e-5 if got.dtype in (np.float32, np.complex64) else 1e-12, atol=1e-6)
+def assert_value(got, want, terms):
+    """Equal (dtype included) when ``terms`` is 0, else within ``terms * eps * max|want|``."""
+    if terms:
+        scale = float(np.max(np.abs(want), initial=0.0))
+        np.testing.assert_allclose(got, want, rtol=0, atol=rounding_tolerance(want.dtype, terms, scale))
     else:
         np.testing.assert_array_equal(got, want)
         assert got.dtype == want.dtype
 
 
-def assert_local_blocks(x, full, inexact=False):
-    """Every held rank's shard is the block of ``full`` its coordinate names (no Partial placements)."""
+def check_local_blocks(checks, x, full, terms, ctx):
+    """Every held rank's shard is the block of ``full`` its coordinate names (no Partial placements);
+    each rank's mismatch is recorded in ``checks``, not raised, so every rank fails together."""
     for rank, local in x.local_shards().items():
         shape, offset = x.spec.local_shape_and_offset(x.mesh.coordinate_of(rank))
         block = full[tuple(slice(o, o + n) for o, n in zip(offset, shape))]
-        assert local.shape == shape, (rank, local.shape, shape)
-        assert_value(local, block, inexact)
+        check_value(checks, local, block, terms, f"{ctx}: rank {rank} block at {offset}")
+
+
+def check_value(checks, got, want, terms, ctx):
+    try:
+        assert got.shape == want.shape, f"shape {got.shape}, expected {want.shape}"
+        assert_value(got, want, terms)
+    except AssertionError as exc:
+        checks.expect(False, f"{ctx}: {exc}")
 
 
 def valid(src, dst, mesh_shape, dtype):
@@ -60,6 +71,34 @@ def valid(src, dst, mesh_shape, dtype):
     if np.dtype(dtype).kind not in "fc" and any(isinstance(p, Partial) and p.reduce_op == "avg" for p in src + dst):
         return False
     return True
+
+
+def _contains(outer, inner):
+    """True when block ``inner`` (shape, offset) lies inside block ``outer`` (an empty block lies anywhere)."""
+    (oshape, ooff), (ishape, ioff) = outer, inner
+    if 0 in ishape:
+        return True
+    return all(o <= i and i + n <= o + m for m, o, n, i in zip(oshape, ooff, ishape, ioff))
+
+
+def collective_bounds(src, dst):
+    """The collectives a placement change must issue, from first principles, as ``(least, most)``.
+
+    None when no rank needs another rank's data: every rank's new block lies
+    inside its old one and no Partial has to be reduced.  At least one
+    otherwise, and at most one per mesh dim (of size > 1) that is not Replicate
+    in ``src``: reduce or gather those dims one by one, then slice locally.
+    An empty array needs no data, but the library may still issue the plan's
+    collectives for it (of empty blocks): there only the most is asserted.
+    """
+    mesh = src.mesh
+    moving = [m for m in range(mesh.ndim) if mesh.shape[m] > 1]
+    most = sum(1 for m in moving if not isinstance(src.placements[m], Replicate))
+    if 0 in src.shape:
+        return 0, most
+    reduce = any(src.placements[m].is_partial() and dst.placements[m] != src.placements[m] for m in moving)
+    local = not reduce and all(_contains(src.local_block(r), dst.local_block(r)) for r in mesh.all_ranks)
+    return (0, 0) if local else (1, most)
 
 
 @st.composite
@@ -80,23 +119,27 @@ def test_redistribute_chains_keep_every_value(world):
         mesh_shape, shape, dtype, chain, seed = case
         full = full_array(shape, dtype, seed)
         mesh = make_mesh(world, mesh_shape)
+        checks = Checks(world)  # every rank records its mismatches, then all fail together
         x = dt.distribute_tensor(full, mesh, list(chain[0]))
         seen = [chain[0]]
         if not any(isinstance(p, Partial) for p in chain[0]):
-            assert_local_blocks(x, full)
+            check_local_blocks(checks, x, full, 0, f"distribute {chain[0]}")
         for target in chain[1:]:
             if not valid(x.placements, target, mesh_shape, dtype):
                 continue
+            ctx = f"{x.placements} -> {tuple(target)}"
             with dt.comm_counter() as counter:
                 y = x.redistribute(list(target))
-            plan = dt.plan_redistribute(x.spec, y.spec)
-            assert sum(counter.counts.values()) == count_collectives(plan)
+            least, most = collective_bounds(x.spec, y.spec)
+            issued = sum(counter.counts.values())
+            checks.expect(least <= issued <= most, f"{ctx}: {issued} collectives, expected {least}..{most}")
             seen.append(target)
-            assert y.placements == tuple(target)
+            checks.expect(y.placements == tuple(target), f"{ctx}: placements {y.placements}")
             if not any(isinstance(p, Partial) for p in target):
-                assert_local_blocks(y, full, rounds(seen, dtype))
-            assert_value(y.full_tensor(), full, rounds(seen, dtype))
+                check_local_blocks(checks, y, full, rounds(seen, dtype, mesh.size()), ctx)
+            check_value(checks, y.full_tensor(), full, rounds(seen, dtype, mesh.size()), f"{ctx}: full_tensor")
             x = y
+        checks.finish()
 
     check()
 
@@ -117,7 +160,7 @@ def test_every_placement_pair_on_a_uneven_tensor(world):
                         x.redistribute(list(dst))
                     continue
                 y = x.redistribute(list(dst))
-                assert_value(y.full_tensor(), full, rounds([src, dst], "float64"))
+                assert_value(y.full_tensor(), full, rounds([src, dst], "float64", mesh.size()))
 
 
 def _products(options, n):

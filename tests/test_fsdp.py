@@ -16,15 +16,21 @@ import dtensor_np as dt
 from dtensor_np.examples import train as example
 from dtensor_np.passes.flat_params import FlatLayout
 
-RNG = np.random.default_rng(7)
-PARAMS = {
-    "fc1.weight": RNG.normal(size=(6, 3)),   # 18 elements
-    "fc1.bias": RNG.normal(size=6),
-    "fc2.weight": RNG.normal(size=(2, 6)),
-    "fc2.bias": RNG.normal(size=2),
-    "scale": RNG.normal(size=()),            # a 0-d parameter
-}
-X, Y = RNG.normal(size=(7, 3)), RNG.normal(size=(7, 2))  # 7 rows: uneven over 2 and 4 dp ranks
+
+
+def _model_and_batch(rng):
+    """The parameters and a batch, drawn once at import from a generator no test draws from (order-free data)."""
+    params = {
+        "fc1.weight": rng.normal(size=(6, 3)),   # 18 elements
+        "fc1.bias": rng.normal(size=6),
+        "fc2.weight": rng.normal(size=(2, 6)),
+        "fc2.bias": rng.normal(size=2),
+        "scale": rng.normal(size=()),            # a 0-d parameter
+    }
+    return params, rng.normal(size=(7, 3)), rng.normal(size=(7, 2))  # 7 rows: uneven over 2 and 4 dp ranks
+
+
+PARAMS, X, Y = _model_and_batch(np.random.default_rng(7))
 PLAN = {"fc1": dt.ColwiseParallel(), "fc2": dt.RowwiseParallel()}
 
 

@@ -24,8 +24,7 @@ from dtensor_np.passes.flat_params import FlatLayout
 
 from test_fsdp import PARAMS, PLAN, TINY, mlp_loss
 
-RNG = np.random.default_rng(11)
-X, Y = RNG.normal(size=(12, 3)), RNG.normal(size=(12, 2))  # 12 rows: micro-batches of 6 or 4, uneven over 4 dp
+X, Y = (lambda rng: (rng.normal(size=(12, 3)), rng.normal(size=(12, 2))))(np.random.default_rng(11))  # 12 rows: micro-batches of 6 or 4, uneven over 4 dp
 BACKWARD_READS = 2  # the backward reads fc2.weight (for d h) and scale; fc1.weight and the biases it does not
 
 

@@ -35,9 +35,12 @@ def _reference_sgd(p, grads, lr, momentum, nesterov, wd):
     return p
 
 
-rng = np.random.default_rng(7)
-P0 = rng.standard_normal((4, 3))
-GRADS = [rng.standard_normal((4, 3)) for _ in range(5)]
+def _start_and_grads(rng):
+    """A start point and five gradients, drawn once at import from a generator no test draws from."""
+    return rng.standard_normal((4, 3)), [rng.standard_normal((4, 3)) for _ in range(5)]
+
+
+P0, GRADS = _start_and_grads(np.random.default_rng(7))
 
 
 def _run(opt, p, grads):
@@ -79,6 +82,7 @@ def test_dtensor_updates_are_local_and_equal_single_device(world, make):
     n = world.size
     mesh = dt.DeviceMesh((n,), backend=world.kind)
     rows = 2 * n + 1  # uneven shards (and empty ones when n > rows)
+    rng = np.random.default_rng(8)  # this test's own: its data do not depend on which tests ran before
     full = {"w": rng.standard_normal((rows, 3)), "b": rng.standard_normal(3), "v": rng.standard_normal((1, 5))}
     grads_full = [tree_map(lambda a: rng.standard_normal(a.shape), full) for _ in range(3)]
     placements = {"w": [Shard(0)], "b": [Replicate()], "v": [Shard(1)]}

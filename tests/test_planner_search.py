@@ -34,7 +34,7 @@ from dtensor_np.planner import (
     plan_greedy,
 )
 
-from strategies import full_array, planner_benchmark, spec_pairs
+from strategies import full_array, planner_benchmark, rounding_tolerance, spec_pairs
 
 R = Replicate()
 
@@ -594,7 +594,8 @@ def test_the_worst_six_dim_benchmark_pair_of_the_fourth_version_reaches_the_opti
     assert plan.method == "approximate" and same_cost(plan_cost(plan, src), exact.cost)
     full = full_array(src.shape, "float32", 6)
     x = dt.distribute_tensor(full, mesh, src.placements)  # by this plan (the cache holds it)
-    np.testing.assert_allclose(x.redistribute(placements=dst.placements).full_tensor(), full, rtol=1e-5)
+    atol = rounding_tolerance(full.dtype, 2, float(np.max(np.abs(full))))  # one Partial over 2 ranks
+    np.testing.assert_allclose(x.redistribute(placements=dst.placements).full_tensor(), full, rtol=0, atol=atol)
 
 
 def test_a_zero_dim_array_plans_on_five_mesh_dims():
@@ -652,7 +653,8 @@ def test_the_rewrites_of_a_superseded_probe_path_reach_the_optimum(seventh_budge
     assert plan.method == "approximate" and same_cost(plan_cost(plan, src), exact)
     full = full_array(src.shape, "float32", 4)
     x = dt.distribute_tensor(full, src.mesh, src.placements)  # by this plan; Partial: shares of the sum
-    np.testing.assert_allclose(x.redistribute(placements=dst.placements).full_tensor(), full, rtol=1e-5)
+    atol = rounding_tolerance(full.dtype, 8, float(np.max(np.abs(full))))  # Partials over 2 x 2 x 2 ranks
+    np.testing.assert_allclose(x.redistribute(placements=dst.placements).full_tensor(), full, rtol=0, atol=atol)
     fresh_plans()
     monkeypatch.setattr(plan_search, "IMPROVE_SUPERSEDED", 0)
     assert planner.search_result(src, dst).cost > exact * 1.3

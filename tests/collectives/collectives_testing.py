@@ -116,12 +116,13 @@ class Failures:
         if not condition:
             self.messages.append(message)
 
-    def equal(self, actual: Any, expected: np.ndarray, context: str) -> None:
-        """``actual`` is a new C-contiguous ndarray equal to ``expected`` (same shape and dtype)."""
+    def equal(self, actual: Any, expected: np.ndarray, context: str, contiguous: bool = True) -> None:
+        """``actual`` is a new (C-contiguous unless ``contiguous=False``) ndarray equal to ``expected``
+        (same shape and dtype)."""
         try:
             assert isinstance(actual, np.ndarray), f"expected an ndarray, got {type(actual)}"
             np.testing.assert_array_equal(actual, expected, strict=True)
-            assert actual.flags.c_contiguous, "result is not C-contiguous"
+            assert actual.flags.c_contiguous or not contiguous, "result is not C-contiguous"
         except AssertionError as exc:
             self.messages.append(f"{context}: {exc}")
 

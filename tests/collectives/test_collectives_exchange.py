@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from collectives_testing import Failures
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,16 +35,17 @@ def test_exchange_sends_each_member_the_rows_named_for_it(world):
             shape[axis] = sum(counts[r])
             rows = 100 * r + np.arange(shape[axis])  # row i of rank r is 100 r + i
             inputs[r] = np.broadcast_to(rows.reshape([-1 if d == axis else 1 for d in range(3)]), shape).astype(dtype)
+        failures = Failures(world)
         with comm_counter() as counter:
             out = backend.exchange({r: inputs[r] for r in world.ranks}, groups, axis=axis, send_counts=counts)
-        assert counter.counts["all_to_all"] == 1 and counter.total == 1
+        failures.expect(counter.counts["all_to_all"] == 1 and counter.total == 1,
+                        f"expected one all_to_all, got {dict(counter.counts)}")
         for r in world.ranks:
             g = next(g for g in groups if r in g)
             p = g.index(r)
             want = [np.take(inputs[q], np.arange(sum(counts[q][:p]), sum(counts[q][:p + 1])), axis=axis) for q in g]
-            want = np.concatenate(want, axis=axis)
-            assert out[r].dtype == want.dtype and out[r].shape == want.shape
-            np.testing.assert_array_equal(out[r], want)
+            failures.equal(out[r], np.concatenate(want, axis=axis), f"exchange rank {r}", contiguous=False)
+        failures.raise_if_any()  # every rank fails together, each with its own message
 
     check()
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+from collectives_testing import Failures
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -43,17 +44,18 @@ def test_rechunk_moves_only_the_rows_that_change_owner(world):
                 rows = np.arange(start, start + before[r])
                 start += before[r]
                 inputs[r] = np.broadcast_to(rows.reshape([-1 if d == axis else 1 for d in range(3)]), shape).astype(dtype)
+        failures = Failures(world)
         with comm_counter() as counter:
             out = backend.rechunk({r: inputs[r] for r in world.ranks}, groups, axis=axis, in_sizes=before,
                                   out_sizes=after)
-        assert counter.counts["all_to_all"] == 1
+        failures.expect(counter.counts["all_to_all"] == 1, f"expected one all_to_all, got {dict(counter.counts)}")
         for r in world.ranks:
             g = next(g for g in groups if r in g)
             whole = np.concatenate([inputs[q] for q in g], axis=axis)
             start = sum(after[q] for q in g[:g.index(r)])
             want = np.take(whole, np.arange(start, start + after[r]), axis=axis)
-            assert out[r].dtype == want.dtype and out[r].shape == want.shape
-            np.testing.assert_array_equal(out[r], want)
+            failures.equal(out[r], want, f"rechunk rank {r}", contiguous=False)
+        failures.raise_if_any()  # every rank fails together, each with its own message
 
     check()
 
