@@ -77,11 +77,17 @@ def _rows_on(spec: DTensorSpec, m: Optional[int]) -> DTensorSpec:
 
 
 def _factor(a: Any, b: Any, extra: list[Any]) -> Any:
-    """One rank's block: ``[r | q^H b]``, then ``[extra[0] | squared residuals]``, then the rows of ``extra[1:]``."""
-    q, r = np.linalg.qr(a)
-    c = q.conj().T @ b
-    resid = (np.abs(b - q @ c) ** 2).sum(axis=0)
-    rows = [np.concatenate([r, c], axis=1), np.concatenate([extra[0], resid.astype(a.dtype)])[None]]
+    """One rank's block: ``[r | q^H b]``, then ``[extra[0] | squared residuals]``, then the rows of ``extra[1:]``.
+
+    All of it from the triangle of ``[a | b]`` (``qr(mode="r")``, no ``q`` formed): its first ``n`` rows are
+    ``[r | q^H b]`` (the first ``n`` Householder steps see only ``a``), the rest ``t`` with ``t^H t = b^H (1 - q q^H) b``,
+    whose column sums of squares are the residuals ``q`` cannot reach.
+    """
+    n = a.shape[1]
+    triangle = np.linalg.qr(np.concatenate([a, b], axis=1), mode="r")
+    top = min(len(a), n)
+    resid = (np.abs(triangle[top:, n:]) ** 2).sum(axis=0)
+    rows = [triangle[:top], np.concatenate([extra[0], resid.astype(a.dtype)])[None]]
     rows += [np.concatenate([e, np.zeros((e.shape[0], b.shape[1]), a.dtype)], axis=1) for e in extra[1:]]
     return np.concatenate([x.astype(a.dtype, copy=False) for x in rows], axis=0)
 
