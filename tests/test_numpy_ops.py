@@ -523,7 +523,8 @@ def reduction_dtype_family(world, data, checks: "Checks") -> None:
         # A sharded mean rounds each rank's share before the pending sum adds them (a rounding per rank and
         # one for the division: eps * (ranks + 1), of the largest value for cancelling shares); a product's
         # factors are multiplied in another order (a rounding per factor: eps * factors).
-        eps = max((float(np.finfo(t).eps) for t in low if t.kind in "fc"), default=0.0)
+        # (the float type the result is computed in: the lowest one given, else float64, a mean of integers)
+        eps = max((float(np.finfo(t).eps) for t in low if t.kind in "fc"), default=float(np.finfo(np.float64).eps))
         reduced = int(np.prod([shape[a] for a in range(ndim)] if axis is None else
                               [shape[a] for a in np.atleast_1d(axis)]))
         scale = float(np.max(np.abs(full), initial=1.0))
