@@ -45,7 +45,7 @@ from .errors import CollectiveError
 
 __all__ = [
     "AGREE_ENV", "CHECK_ENV", "SpmdError", "agreeing", "call_site", "check_spmd", "checking", "checking_spmd",
-    "default_agreement", "note_local_error", "pending",
+    "default_agreement", "local_calls", "note_local_call", "note_local_error", "pending",
 ]
 
 CHECK_ENV = "DTENSOR_NP_CHECK_SPMD"
@@ -62,6 +62,9 @@ agreeing: list[bool] = [] if os.environ.get(AGREE_ENV, "").strip().lower() in ("
 
 pending: list[bool] = []
 """Non-empty after this rank raised a local error the other ranks may not have (``note_local_error``)."""
+
+local_calls: list[int] = [0]
+"""A running fingerprint of this rank's local calls since its last agreement (see :func:`note_local_call`)."""
 
 _INTERNAL = ("collectives", "dtensor_np", "numpy", "contextlib", "functools", "threading")
 
@@ -138,6 +141,29 @@ def note_local_error(error: BaseException) -> None:
     """
     if agreeing and not checking and not isinstance(error, CollectiveError):
         pending[:] = [True]
+        local_calls[0] = 0  # the calls before it were this rank's share of the call the others may still be in
+
+
+def note_local_call(fingerprint: int) -> None:
+    """Fold ``fingerprint`` (of a local call: its op and static arguments) into the next agreement's.
+
+    A call that communicates nothing (``x + 1``, or ``x[i]`` of rows this rank
+    holds) can differ between ranks without any collective seeing it: each rank
+    then computes on other arguments, silently.  Every dispatched call folds the
+    fingerprint of its key here (one tuple hash, deterministic across processes:
+    ints hash as themselves), and the next agreement compares the running value
+    with the other ranks' (no extra message), then starts it again.  The fast
+    path's entries fold inline (the same expression).
+
+    Example:
+        >>> local_calls[0] = 0
+        >>> note_local_call(7); first = local_calls[0]
+        >>> local_calls[0] = 0
+        >>> note_local_call(7); local_calls[0] == first != 0
+        True
+        >>> local_calls[0] = 0
+    """
+    local_calls[0] = hash((local_calls[0], fingerprint))
 
 
 def checking_spmd() -> bool:

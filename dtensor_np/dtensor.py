@@ -435,47 +435,55 @@ class DTensor(NDArrayOperatorsMixin):
     # -- NumPy protocols (a repeated call is one FAST_PATH lookup: see dtensor_np.dispatch) ------
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         """NumPy's ufuncs on DTensors: through their sharding rules (``out=`` rebinds its DTensors)."""
-        out = kwargs.pop("out", None) if kwargs else None
-        key = call_key(ufunc if method == "__call__" else (ufunc, method), inputs, kwargs) if out is None else None
-        if key is not None:
-            entry = _fast_get(key)
-            if entry is not None:
-                return entry(inputs)
-        composite = composite_of(ufunc) if method == "__call__" else None
-        if composite is not None:  # a gufunc made of others (np.matvec)
-            if out is not None:
-                kwargs["out"] = out
-            return composite(*inputs, **kwargs)
-        result = dispatch_ufunc(ufunc, method, inputs, kwargs, key)
-        if key is None and method == "__call__":  # views or strided inputs: NumPy's order="K" for the result
-            result = _HOOKS.layout(ufunc, inputs, result)
-        casting = kwargs.get("casting") or ("unsafe" if method != "__call__" else None)  # reductions cast unsafely
-        return result if out is None else _rebind_outputs(out, result, ufunc.__name__, casting)
+        try:
+            out = kwargs.pop("out", None) if kwargs else None
+            key = call_key(ufunc if method == "__call__" else (ufunc, method), inputs, kwargs) if out is None else None
+            if key is not None:
+                entry = _fast_get(key)
+                if entry is not None:
+                    return entry(inputs)
+            composite = composite_of(ufunc) if method == "__call__" else None
+            if composite is not None:  # a gufunc made of others (np.matvec)
+                if out is not None:
+                    kwargs["out"] = out
+                return composite(*inputs, **kwargs)
+            result = dispatch_ufunc(ufunc, method, inputs, kwargs, key)
+            if key is None and method == "__call__":  # views or strided inputs: NumPy's order="K" for the result
+                result = _HOOKS.layout(ufunc, inputs, result)
+            casting = kwargs.get("casting") or ("unsafe" if method != "__call__" else None)  # reductions cast unsafely
+            return result if out is None else _rebind_outputs(out, result, ufunc.__name__, casting)
+        except Exception as error:  # on some ranks only (other arguments, one rank's values): see note_local_error
+            note_local_error(error)
+            raise
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         """NumPy's functions on DTensors: through their sharding rules, composites or views."""
-        direct = _HOOKS.functions.get(func)
-        if direct is not None:  # functions that are no rule: copyto, split... (dtensor_np.views)
-            return direct(*args, **kwargs)
-        out = kwargs.pop("out", None) if "out" in kwargs else None
-        key = call_key(func, args, kwargs) if out is None else None
-        entry = _fast_get(key) if key is not None else None
-        if entry is not None:
-            result = entry(args)
-        else:
-            composite = composite_of(func)  # a composition of functions with rules (np.hstack, np.median...)
-            if composite is not None:
-                if out is not None:
-                    kwargs["out"] = out
-                return composite(*args, **kwargs)
-            result = dispatch(func, args, kwargs, key)
-        view = _HOOKS.function_views.get(func)
-        if view is not None:
-            result = view(args, kwargs, result)
-        elif key is None:
-            result = _HOOKS.layout(func, args, result)
-        casting = "unsafe" if func in _UNSAFE_OUT else None
-        return result if out is None else _rebind_outputs(out, result, getattr(func, "__name__", "?"), casting)
+        try:
+            direct = _HOOKS.functions.get(func)
+            if direct is not None:  # functions that are no rule: copyto, split... (dtensor_np.views)
+                return direct(*args, **kwargs)
+            out = kwargs.pop("out", None) if "out" in kwargs else None
+            key = call_key(func, args, kwargs) if out is None else None
+            entry = _fast_get(key) if key is not None else None
+            if entry is not None:
+                result = entry(args)
+            else:
+                composite = composite_of(func)  # a composition of functions with rules (np.hstack, np.median...)
+                if composite is not None:
+                    if out is not None:
+                        kwargs["out"] = out
+                    return composite(*args, **kwargs)
+                result = dispatch(func, args, kwargs, key)
+            view = _HOOKS.function_views.get(func)
+            if view is not None:
+                result = view(args, kwargs, result)
+            elif key is None:
+                result = _HOOKS.layout(func, args, result)
+            casting = "unsafe" if func in _UNSAFE_OUT else None
+            return result if out is None else _rebind_outputs(out, result, getattr(func, "__name__", "?"), casting)
+        except Exception as error:  # as in __array_ufunc__
+            note_local_error(error)
+            raise
 
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
         """``np.asarray(x)``: the whole array on every rank, as a new NumPy array (an implicit gather, which warns
@@ -945,11 +953,15 @@ def _fast_operator(name: str, ufunc: Any, reflected: bool) -> Any:
         if other.__class__ is not DTensor and other.__class__ not in _SCALAR_OPERANDS:
             return slow(self, other)  # NumPy's rules: an operand may defer (__array_ufunc__ = None) or be an array
         args = (other, self) if reflected else (self, other)
-        key = call_key(ufunc, args)
-        entry = _fast_get(key)
-        if entry is not None:
-            return entry(args)
-        return dispatch_ufunc(ufunc, "__call__", args, {}, key)
+        try:
+            key = call_key(ufunc, args)
+            entry = _fast_get(key)
+            if entry is not None:
+                return entry(args)
+            return dispatch_ufunc(ufunc, "__call__", args, {}, key)
+        except Exception as error:  # as in __array_ufunc__
+            note_local_error(error)
+            raise
 
     operator_.__name__ = operator_.__qualname__ = name
     operator_.__doc__ = slow.__doc__
