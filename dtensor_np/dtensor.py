@@ -442,6 +442,9 @@ class DTensor(NDArrayOperatorsMixin):
                 entry = _fast_get(key)
                 if entry is not None:
                     return entry(inputs)
+            if (ufunc is np.equal or ufunc is np.not_equal) and method == "__call__" and len(inputs) == 2 \
+                    and out is None and not kwargs and _object_operand(inputs[1] if inputs[0] is self else inputs[0]):
+                return _unequal(self, ufunc is np.not_equal)  # NumPy compares the object as unequal everywhere
             composite = composite_of(ufunc) if method == "__call__" else None
             if composite is not None:  # a gufunc made of others (np.matvec)
                 if out is not None:
@@ -516,6 +519,8 @@ class DTensor(NDArrayOperatorsMixin):
         """``np.reshape``: a view where NumPy's is one; ``x.reshape(2, 3)`` and ``x.reshape((2, 3))`` alike."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
+        elif len(shape) == 1 and shape[0] is None:  # NumPy 2: x.reshape(None) keeps the shape
+            shape = None  # type: ignore[assignment]
         if order == "C" and copy is None:
             return np.reshape(self, shape)
         return np.reshape(self, shape, order=order, copy=copy)
@@ -981,15 +986,26 @@ def _equality_operator(name: str, ufunc: np.ufunc, unequal: bool) -> Any:
     fast = _fast_operator(name, ufunc, False)
 
     def operator_(self: "DTensor", other: Any) -> Any:
-        if other is None or isinstance(other, (str, bytes, dict, set)) or (
-                not isinstance(other, (DTensor, np.ndarray, list, tuple, int, float, complex, np.generic))
-                and not hasattr(other, "__array_ufunc__") and not hasattr(other, "__array__")):
-            return np.ones_like(self, dtype=bool) if unequal else np.zeros_like(self, dtype=bool)
+        if isinstance(other, (str, bytes)) or _object_operand(other):
+            return _unequal(self, unequal)
         return fast(self, other)
 
     operator_.__name__ = operator_.__qualname__ = name
     operator_.__doc__ = fast.__doc__
     return operator_
+
+
+def _object_operand(other: Any) -> bool:
+    """An operand NumPy takes as a 0-d object array (None, a dict, a set, any object that is no number or array):
+    ``np.equal``/``np.not_equal`` compare it as unequal everywhere; a string or bytes has no loop there."""
+    return other is None or (
+        not isinstance(other, (str, bytes, DTensor, np.ndarray, list, tuple, int, float, complex, np.generic))
+        and not hasattr(other, "__array_ufunc__") and not hasattr(other, "__array__"))
+
+
+def _unequal(x: "DTensor", unequal: bool) -> "DTensor":
+    """All True (``unequal``) or all False, bool, on ``x``'s placements: no communication."""
+    return np.ones_like(x, dtype=bool) if unequal else np.zeros_like(x, dtype=bool)
 
 
 DTensor.__eq__ = _equality_operator("__eq__", np.equal, False)  # type: ignore[method-assign,assignment]

@@ -398,8 +398,13 @@ def update(x: Any, index: Any, value: Any, op: str, fast_key: Optional[tuple] = 
     if fast_key is not None and any(is_sharded(item) for item in index_items(index)):
         fast_key = None  # a DTensor in the index is replaced by its value or gathered: the key does not name it
     items = _own_items(x, index)
-    read_index(x.shape, _stand_ins(items))  # index errors first, as NumPy's assignment
+    kinds = [kind for kind, _, _ in read_index(x.shape, _stand_ins(items))]  # index errors first, as NumPy's
     given = value
+    if (op == "set" and isinstance(value, (list, tuple, str)) and kinds.count("int") == x.ndim
+            and set(kinds) <= {"int", "ellipsis"}):  # one element set to a sequence: NumPy's own error or cast
+        element = np.zeros(1, x.dtype)
+        element[0] = value  # a TypeError for ints, a ValueError for floats, the truth value for bools
+        value = element[0]
     value = _check_value(x, value, op)
     if value is not given:  # a 0-d DTensor's value, an array made of a list: the key does not name what runs
         fast_key = None
@@ -408,13 +413,32 @@ def update(x: Any, index: Any, value: Any, op: str, fast_key: Optional[tuple] = 
     if a is None or not _count_free(value, x.shape, a, items[masks[0]].ndim):
         items = _gather_masks(x, items)
         items = [item.full_tensor() if is_sharded(item) else item for item in items]
-        plan = plan_index(x.shape, tuple(items))  # the rest of NumPy's errors (index values included)
+        try:
+            plan = plan_index(x.shape, tuple(items))  # the rest of NumPy's errors (index values included)
+        except IndexError:  # an index value out of bounds: NumPy first checks the value against the result's shape
+            if not is_sharded(value) and _ndim(value):
+                shaped = plan_index(x.shape, _without_values(items))
+                fit_value_shape(value.shape, shaped.out_shape, shaped.advanced)
+            raise
         if not is_sharded(value) and _ndim(value):
             fit_value_shape(value.shape, plan.out_shape, plan.advanced)
         items = list(_arrays_replicated(x, items))
     if isinstance(value, np.ndarray):
         value = _replicated(x, value)
     return run_rule(UPDATE, (x, tuple(items), value, op), {}, fast_key)
+
+
+def _without_values(items: list[Any]) -> tuple[Any, ...]:
+    """The index items with integer index arrays (lists too) as :class:`ArrayArg`: the shape of the result without
+    the arrays' values."""
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, (list, np.ndarray)):
+            array = np.asarray(item)
+            if array.dtype.kind in "iu":
+                item = ArrayArg(i, array.shape, array.dtype)
+        out.append(item)
+    return tuple(out)
 
 
 def _ndim(value: Any) -> int:
