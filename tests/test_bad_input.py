@@ -46,7 +46,8 @@ import dtensor_np as dt
 from collectives import CollectiveError
 from dtensor_np import Partial, Replicate, Shard
 from dtensor_np.placements import placements_str
-from launching import MPIEXEC, clean_mpi_env
+from launching import MPIEXEC
+from test_spmd_default import default_env
 from strategies import per_rank
 
 R = Replicate()
@@ -1215,7 +1216,7 @@ def test_bad_input_on_one_rank_raises_on_every_rank_without_a_hang(tmp_path: Pat
     jobs = {
         case: subprocess.Popen(
             [str(mpiexec), "-n", str(ranks), sys.executable, str(script), case, str(watchdog_s), str(tmp_path)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_mpi_env(), start_new_session=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=default_env(), start_new_session=True,
         )
         for case in ONE_RANK_CASES
     }

@@ -109,7 +109,7 @@ CASES = ["distribute_tensor", "from_local", "redistribute", "reduction", "matmul
          "index_value", "setitem", "local_error", "reshape_error"]
 
 
-def _default_env() -> dict[str, str]:
+def default_env() -> dict[str, str]:
     env = clean_mpi_env()
     for name in ("DTENSOR_NP_CHECK_SPMD", "DTENSOR_NP_AGREE", "DTENSOR_NP_COLLECTIVE_TIMEOUT"):
         env.pop(name, None)
@@ -126,7 +126,7 @@ def _job(tmp_path_factory: pytest.TempPathFactory, ranks: int) -> tuple[dict[int
         script = out / "one_rank_default.py"
         script.write_text(SCRIPT)
         proc = subprocess.run([str(MPIEXEC), "-n", str(ranks), sys.executable, str(script), str(out), ",".join(CASES)],
-                              capture_output=True, text=True, timeout=HANG_S * len(CASES) + 60, env=_default_env())
+                              capture_output=True, text=True, timeout=HANG_S * len(CASES) + 60, env=default_env())
         results = {int(p.stem): {name: [outcome, after] for name, outcome, after in map(json.loads, p.read_text().splitlines())}
                    for p in out.glob("*.jsonl")}
         _JOBS[ranks] = results, proc.stdout + proc.stderr
@@ -178,7 +178,7 @@ def test_default_timeout_aborts_a_hung_job_with_each_rank_report(tmp_path: Path)
     """Two ranks wait in different collectives forever: a low timeout aborts the job, each rank saying where it waits."""
     script = tmp_path / "hung.py"
     script.write_text(HUNG)
-    env = _default_env()
+    env = default_env()
     env["DTENSOR_NP_COLLECTIVE_TIMEOUT"] = "2"
     proc = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, str(script)],
                           capture_output=True, text=True, timeout=120, env=env)
