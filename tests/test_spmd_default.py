@@ -68,6 +68,11 @@ SCRIPT = textwrap.dedent(
         x[1 if b else 0] = 5.0  # rows of rank 0's shard: no collective, the ranks' arrays differ from here
         x.full_tensor()
 
+    def case_setitem_list():
+        x = x0()
+        x[1 if b else 0] = [5.0] * 6  # a list value: the call keeps no fast-path entry, its key still counts
+        x.full_tensor()
+
     def case_local_error():
         with np.errstate(divide="raise"):  # log(0) on the last rank's shard only: a local error on one rank
             np.log(x0() - full[-1, -1]).full_tensor()
@@ -106,7 +111,7 @@ SCRIPT = textwrap.dedent(
 ).replace("HANG_S", str(HANG_S))
 
 CASES = ["distribute_tensor", "from_local", "redistribute", "reduction", "matmul", "reshape", "index_out_of_range",
-         "index_value", "setitem", "local_error", "reshape_error"]
+         "index_value", "setitem", "setitem_list", "local_error", "reshape_error"]
 
 
 def default_env() -> dict[str, str]:
@@ -194,6 +199,6 @@ def test_a_different_local_call_names_the_collective_where_every_rank_raises(tmp
     saying the local calls differed."""
     results, _ = _job(tmp_path_factory, 2)
     for rank in range(2):
-        for case in ("index_value", "setitem"):
+        for case in ("index_value", "setitem", "setitem_list"):
             outcome = results[rank][case][0]
             assert outcome.startswith("SpmdError: the ranks made different local calls"), (rank, case, outcome)
