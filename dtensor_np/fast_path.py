@@ -191,8 +191,18 @@ def key_fingerprint(key: tuple) -> int:
         >>> key_fingerprint(call_key(np.add, (x, 1))) == key_fingerprint(call_key(np.add, (x, 2)))
         False
     """
-    text = _ADDRESS.sub("", repr(key)).encode()
+    text = _ADDRESS.sub("", repr(_canonical(key))).encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little", signed=True)
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` with every frozenset as a sorted tuple: a set's ``repr`` follows its hashes, which differ between
+    processes for strings."""
+    if value.__class__ is tuple:
+        return tuple(_canonical(v) for v in value)
+    if value.__class__ is frozenset:
+        return ("frozenset", *sorted((_canonical(v) for v in value), key=repr))
+    return value
 
 
 def _is_scalar_result(value: Any) -> bool:
