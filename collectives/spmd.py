@@ -48,13 +48,13 @@ raises at the same collective and the ranks stay in step) needs an exchange
 of the same shape on every rank first.  The cheapest found is one
 ``Allgather`` of the 32-byte row on a communicator of its own, then one bytes
 compare: ``Allreduce(MAX)`` of the row and its negation (min = max) costs
-1.3-2x that, a ``Barrier`` alone no less.  Measured
+1.2-2x that, a ``Barrier`` alone no less.  Measured
 (``benchmarks/redistribute.py --agreement both``, ``mpiexec -n 2``, both in
-the same run, on a shared 2-core machine, so indicative): 1 KiB
-``S(0)->R`` 6.9 us with, 4.5 without; ``P->S(0)`` 7.0 / 4.6; ``S(0)->S(1)``
-8.7 / 5.6 (earlier runs of the three-int64 row: 2.0-2.6 us): about 2.4 us a
-collective, not the ~1 us of issue 40, which a row inside the data message
-would need.
+the same run, on a shared 2-core machine, so indicative), 1 KiB with / without:
+``S(0)->R`` 6.9 / 4.5 us, ``P->R`` 6.6 / 4.8, ``P->S(0)`` 7.0 / 4.6 and 5.7 /
+3.8, ``S(0)->S(1)`` 8.7 / 5.6 and 6.9 / 4.6 (earlier runs of a three-int64
+row: 2.0-2.6 us): 1.8-3 us a collective, not the ~1 us of issue 40, which a
+row inside the data message would need.
 
 Example:
     >>> with check_spmd():
