@@ -41,6 +41,7 @@ Design choices:
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
@@ -61,7 +62,7 @@ from .handles import Handle
 from .ops import OPS, CollectiveOp, MpiCall
 from .packing import new_array
 from .reduce_ops import raise_fp_events, take_fp_events
-from .spmd import SpmdError, agreeing, call_site, checking, pending
+from .spmd import SpmdError, agreeing, call_site, checking, local_calls, pending
 from .threads import share_cores_among_ranks
 from .watchdog import start_watchdog
 from .types import Array, Groups, Shards
@@ -129,7 +130,8 @@ class MpiBackend(Backend):
             service = _SERVICE[self.comm.handle] = self.comm.Dup()
         self._service = service
         self._checked_calls = 0
-        self._agreed = np.empty((self.world_size, 3), np.int64)  # the default agreement's buffer (one call at a time)
+        self._agreed = np.empty((self.world_size, 4), np.int64)  # the default agreement's buffer (one call at a time)
+        self._byte = MPI.BYTE
         install_abort_on_error(MPI.COMM_WORLD)
         if comm is None:
             start_watchdog(self.comm, service)
@@ -214,31 +216,42 @@ class MpiBackend(Backend):
             "paths through the program; without the check they would hang or pair the wrong calls)",
         )
 
-    def agree(self, mine: np.ndarray, everyone: bytes, group: tuple[int, ...], describe: Callable[[], str]) -> None:
+    def agree(self, mine: bytes, everyone: bytes, group: tuple[int, ...], describe: Callable[[], str]) -> None:
         """The default agreement (see :mod:`collectives.spmd`): the world makes the same call, or all raise.
 
-        ``mine`` is (the call's fingerprint, its shape's) as two int64, and
-        ``everyone`` the bytes of ``world_size`` copies of ``mine``: one
-        ``Allgather`` over the world (about half the time of a small ``Allreduce``
-        here), then one bytes compare.  When that differs, the call fingerprints
-        must still be equal world-wide and the shape fingerprints within this
-        rank's ``group`` (other groups may hold other shapes).  On a mismatch
-        every rank raises :class:`~collectives.spmd.SpmdError` naming each rank's
-        ``describe()`` and call site (a second, rare ``Allgather``).
+        ``mine`` is the bytes of (the call's fingerprint, its shape's, 0, 0) as
+        four int64, and ``everyone`` the bytes of ``world_size`` copies of it:
+        one ``Allgather`` over the world (about half the time of a small
+        ``Allreduce`` here), then one bytes compare.  The third int64 carries
+        "this rank raised in its previous call" (``spmd.note_local_error``), the
+        fourth the running fingerprint of the local calls since the last
+        agreement (``spmd.note_local_call``; the row is then built anew, as
+        bytes: a NumPy row costs twice as much).  When the bytes differ, the
+        call fingerprints must still be equal world-wide, the shape fingerprints
+        within this rank's ``group`` (other groups may hold other shapes) and
+        the local calls' world-wide.  On a mismatch every rank raises
+        :class:`~collectives.spmd.SpmdError` naming each rank's ``describe()``
+        and call site (a second, rare ``Allgather``).
         """
+        local = local_calls[0]
+        if pending or local:
+            local_calls[0] = 0
+            mine = mine[:24] + local.to_bytes(8, _ORDER, signed=True)
+            everyone = mine * self.world_size
+            if pending:  # this rank raised in its previous call: the others learn it here
+                pending.clear()
+                mine = mine[:16] + _RAISED + mine[24:]
         out = self._agreed
-        if pending:  # this rank raised in its previous call (``spmd.note_local_error``): the others learn it here
-            pending.clear()
-            mine = mine.copy()
-            mine[2] = 1
-        self._service.Allgather(mine, out)
+        self._service.Allgather([mine, self._byte], [out, self._byte])
         if out.tobytes() == everyone:
             return
-        same = bool((out[:, 0] == mine[0]).all() and (out[list(group), 1] == mine[1]).all())
+        row = np.frombuffer(mine, np.int64)
+        same = bool((out[:, 0] == row[0]).all() and (out[list(group), 1] == row[1]).all())
         raised = out[:, 2].nonzero()[0].tolist()
         if raised and len(raised) < self.world_size:
-            if mine[2] and not same:  # the others are still in the call that raised here: they raise, this rank retries
-                return self.agree(_without_flag(mine), everyone, group, describe)
+            if row[2] and not same:  # the others are still in the call that raised here: they raise, this rank retries
+                again = mine[:16] + bytes(8) + mine[24:]  # its local calls since the error: the others' next ones
+                return self.agree(again, again * self.world_size, group, describe)
             raise SpmdError(
                 f"rank(s) {raised} raised an error in their previous call that the other ranks did not have (their "
                 f"input differed); every rank raises {'here, at the next collective' if same else 'in that call'}, "
@@ -249,12 +262,19 @@ class MpiBackend(Backend):
                 "the ranks issue different collectives (or pass inputs that do not fit each other): every rank "
                 "raises here, before any data moves, and the ranks stay in step",
             )
+        if not raised and (out[:, 3] != row[3]).any():
+            self._raise_spmd(
+                f"{describe()} at {call_site(2)}",
+                "the ranks made different local calls since their previous collective (other arguments or "
+                "indices: each rank computed on its own, so their results no longer belong to one array); every "
+                "rank raises here, at the next collective, and the ranks stay in step",
+            )
 
     def agree_on(self, fingerprint: int, describe: Callable[[], str]) -> None:
         """``agree`` on ``fingerprint`` while the default agreement is on and the full check is off."""
         if agreeing and not checking:
-            mine = np.array([fingerprint, 0, 0], np.int64)
-            self.agree(mine, mine.tobytes() * self.world_size, (), describe)
+            mine = np.array([fingerprint, 0, 0, 0], np.int64).tobytes()
+            self.agree(mine, mine * self.world_size, (), describe)
 
     def _raise_spmd(self, mine: str, headline: str) -> None:
         """Share every rank's description of its call (one ``Allgather``) and raise ``SpmdError`` with them all."""
@@ -440,8 +460,9 @@ class _Runner:
         self.backend, self.rank, self.team, self.op, self.shape, self.dtype = backend, backend.rank, team, op, shape, native
         self.fingerprint = fingerprint  # what every rank must issue too, under the SPMD check
         # ... and by default: the call world-wide, the shape within the group
-        self.agreed = np.array([fingerprint, call_fingerprint(len(shape), op.agreed_shape(shape)), 0], np.int64)
-        self.everyone = self.agreed.tobytes() * backend.world_size
+        self.agreed = np.array([fingerprint, call_fingerprint(len(shape), op.agreed_shape(shape)), 0, 0],
+                               np.int64).tobytes()
+        self.everyone = self.agreed * backend.world_size
         self.nbytes = math.prod(shape) * native.itemsize
         self.host = _Plan(op.mpi_call(team.position, team.size, shape, native, np), team.comm, native, np)
         self.device: Optional[_Plan] = None
@@ -593,11 +614,8 @@ class _Runner:
         return self.device
 
 
-def _without_flag(mine: np.ndarray) -> np.ndarray:
-    """The agreement row ``mine`` without its "raised before" flag."""
-    row = mine.copy()
-    row[2] = 0
-    return row
+_ORDER = sys.byteorder  # an int64 row's byte order (NumPy's native)
+_RAISED = (1).to_bytes(8, _ORDER)
 
 
 def _mpi() -> Any:

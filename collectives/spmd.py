@@ -17,7 +17,7 @@ default and on in the project's tests.
 Without it, a cheaper agreement is on by default (``DTENSOR_NP_AGREE=0`` turns
 it off): before every collective under MPI the ranks compare a fingerprint of
 the call (kind, groups, arguments, dtype, and the part of the input shape all
-members share) with one ``Allgather`` of one int64 a rank on the same
+members share) with one ``Allgather`` of four int64 a rank (below) on a
 communicator of its own.  Any two rank-divergent collectives meet
 in that same small call, so they raise :class:`SpmdError` on every rank, naming
 each rank's call, before any data moves, and the ranks stay in step (an index
@@ -25,6 +25,36 @@ that is valid on some ranks only: see :func:`note_local_error`): a
 different redistribute target, shape or dtype on one rank, or a rank that
 issues a collective another skips, pairs with the others' agreement, not with
 their data (no "Message truncated", no hang).
+
+Local calls take part too.  A call that communicates nothing (``x + 1``, a
+row this rank holds, an item assignment) can differ between ranks without any
+collective seeing it: each rank would go on with other values, silently.  So
+every dispatched call folds the fingerprint of its fast-path key (op, input
+specs, static arguments, index) into :data:`local_calls` (one tuple hash, in
+the fast path's entry too: about 0.1 us a call), and the agreement row is four
+int64: the call, its shape, "this rank raised since its last collective" and
+the local calls since then.  A local call that differs on one rank raises
+:class:`SpmdError` on every rank at the next collective; one that raises on
+one rank only (its values, or its arguments: any DTensor ufunc, function,
+operator or index notes the error, :func:`note_local_error`) makes every rank
+raise there too, or in the collective the others were in.
+
+Why a message of its own, not a fingerprint inside the collective's data: the
+agreement must be over before any data moves.  Ranks that issue an
+``Allgather`` and an ``Alltoall`` (or two ``Allgather`` of other sizes) on one
+communicator pair those calls inside MPI, which truncates or hangs before a
+fingerprint riding in the data could be read; the guarantee (every rank
+raises at the same collective and the ranks stay in step) needs an exchange
+of the same shape on every rank first.  The cheapest found is one
+``Allgather`` of the 32-byte row on a communicator of its own, then one bytes
+compare: ``Allreduce(MAX)`` of the row and its negation (min = max) costs
+1.2-2x that, a ``Barrier`` alone no less.  Measured
+(``benchmarks/redistribute.py --agreement both``, ``mpiexec -n 2``, both in
+the same run, on a shared 2-core machine, so indicative), 1 KiB with / without:
+``S(0)->R`` 6.9 / 4.5 us, ``P->R`` 6.6 / 4.8, ``P->S(0)`` 7.0 / 4.6 and 5.7 /
+3.8, ``S(0)->S(1)`` 8.7 / 5.6 and 6.9 / 4.6 (earlier runs of a three-int64
+row: 2.0-2.6 us): 1.8-3 us a collective, not the ~1 us of issue 40, which a
+row inside the data message would need.
 
 Example:
     >>> with check_spmd():
@@ -45,7 +75,7 @@ from .errors import CollectiveError
 
 __all__ = [
     "AGREE_ENV", "CHECK_ENV", "SpmdError", "agreeing", "call_site", "check_spmd", "checking", "checking_spmd",
-    "default_agreement", "note_local_error", "pending",
+    "default_agreement", "local_calls", "note_local_call", "note_local_error", "pending",
 ]
 
 CHECK_ENV = "DTENSOR_NP_CHECK_SPMD"
@@ -62,6 +92,9 @@ agreeing: list[bool] = [] if os.environ.get(AGREE_ENV, "").strip().lower() in ("
 
 pending: list[bool] = []
 """Non-empty after this rank raised a local error the other ranks may not have (``note_local_error``)."""
+
+local_calls: list[int] = [0]
+"""A running fingerprint of this rank's local calls since its last agreement (see :func:`note_local_call`)."""
 
 _INTERNAL = ("collectives", "dtensor_np", "numpy", "contextlib", "functools", "threading")
 
@@ -138,6 +171,29 @@ def note_local_error(error: BaseException) -> None:
     """
     if agreeing and not checking and not isinstance(error, CollectiveError):
         pending[:] = [True]
+        local_calls[0] = 0  # the calls before it were this rank's share of the call the others may still be in
+
+
+def note_local_call(fingerprint: int) -> None:
+    """Fold ``fingerprint`` (of a local call: its op and static arguments) into the next agreement's.
+
+    A call that communicates nothing (``x + 1``, or ``x[i]`` of rows this rank
+    holds) can differ between ranks without any collective seeing it: each rank
+    then computes on other arguments, silently.  Every dispatched call folds the
+    fingerprint of its key here (one tuple hash, deterministic across processes:
+    ints hash as themselves), and the next agreement compares the running value
+    with the other ranks' (no extra message), then starts it again.  The fast
+    path's entries fold inline (the same expression).
+
+    Example:
+        >>> local_calls[0] = 0
+        >>> note_local_call(7); first = local_calls[0]
+        >>> local_calls[0] = 0
+        >>> note_local_call(7); local_calls[0] == first != 0
+        True
+        >>> local_calls[0] = 0
+    """
+    local_calls[0] = hash((local_calls[0], fingerprint))
 
 
 def checking_spmd() -> bool:

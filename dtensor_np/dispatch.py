@@ -29,10 +29,11 @@ from typing import Any, Callable, Iterator, Mapping, Optional
 import numpy as np
 
 from collectives import memo
+from collectives.spmd import note_local_call
 
 from .arrays import as_array
 from .errors import ShardingError
-from .fast_path import compile_entry
+from .fast_path import compile_entry, key_fingerprint
 from .placements import Replicate
 from .propagation import decide, rule_of
 from .propagation.registry import OpRule, no_rule_error
@@ -147,8 +148,11 @@ def run_rule(rule: OpRule, args: tuple, kwargs: Mapping[str, Any], fast_key: Opt
     The results are of the type of the first distributed argument (a ``DTensor``).
     With ``fast_key`` (:func:`dtensor_np.fast_path.call_key` of this call), what
     the call worked out is kept in the fast path under it, so the next call with
-    the same key runs its entry instead (:func:`dtensor_np.fast_path.compile_entry`).
+    the same key runs its entry instead (:func:`dtensor_np.fast_path.compile_entry`).  A keyed call folds its key's
+    fingerprint into the next SPMD agreement (:func:`collectives.spmd.note_local_call`), as its entry will.
     """
+    if fast_key is not None:
+        note_local_call(key_fingerprint(fast_key))
     try:
         tensors, key = rule.bind(tuple(args), dict(kwargs))
     except TypeError as e:  # a plain array among the static arguments: say what to do instead

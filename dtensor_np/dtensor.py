@@ -435,47 +435,58 @@ class DTensor(NDArrayOperatorsMixin):
     # -- NumPy protocols (a repeated call is one FAST_PATH lookup: see dtensor_np.dispatch) ------
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         """NumPy's ufuncs on DTensors: through their sharding rules (``out=`` rebinds its DTensors)."""
-        out = kwargs.pop("out", None) if kwargs else None
-        key = call_key(ufunc if method == "__call__" else (ufunc, method), inputs, kwargs) if out is None else None
-        if key is not None:
-            entry = _fast_get(key)
-            if entry is not None:
-                return entry(inputs)
-        composite = composite_of(ufunc) if method == "__call__" else None
-        if composite is not None:  # a gufunc made of others (np.matvec)
-            if out is not None:
-                kwargs["out"] = out
-            return composite(*inputs, **kwargs)
-        result = dispatch_ufunc(ufunc, method, inputs, kwargs, key)
-        if key is None and method == "__call__":  # views or strided inputs: NumPy's order="K" for the result
-            result = _HOOKS.layout(ufunc, inputs, result)
-        casting = kwargs.get("casting") or ("unsafe" if method != "__call__" else None)  # reductions cast unsafely
-        return result if out is None else _rebind_outputs(out, result, ufunc.__name__, casting)
+        try:
+            out = kwargs.pop("out", None) if kwargs else None
+            key = call_key(ufunc if method == "__call__" else (ufunc, method), inputs, kwargs) if out is None else None
+            if key is not None:
+                entry = _fast_get(key)
+                if entry is not None:
+                    return entry(inputs)
+            if (ufunc is np.equal or ufunc is np.not_equal) and method == "__call__" and len(inputs) == 2 \
+                    and out is None and not kwargs and _object_operand(inputs[1] if inputs[0] is self else inputs[0]):
+                return _unequal(self, ufunc is np.not_equal)  # NumPy compares the object as unequal everywhere
+            composite = composite_of(ufunc) if method == "__call__" else None
+            if composite is not None:  # a gufunc made of others (np.matvec)
+                if out is not None:
+                    kwargs["out"] = out
+                return composite(*inputs, **kwargs)
+            result = dispatch_ufunc(ufunc, method, inputs, kwargs, key)
+            if key is None and method == "__call__":  # views or strided inputs: NumPy's order="K" for the result
+                result = _HOOKS.layout(ufunc, inputs, result)
+            casting = kwargs.get("casting") or ("unsafe" if method != "__call__" else None)  # reductions cast unsafely
+            return result if out is None else _rebind_outputs(out, result, ufunc.__name__, casting)
+        except Exception as error:  # on some ranks only (other arguments, one rank's values): see note_local_error
+            note_local_error(error)
+            raise
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         """NumPy's functions on DTensors: through their sharding rules, composites or views."""
-        direct = _HOOKS.functions.get(func)
-        if direct is not None:  # functions that are no rule: copyto, split... (dtensor_np.views)
-            return direct(*args, **kwargs)
-        out = kwargs.pop("out", None) if "out" in kwargs else None
-        key = call_key(func, args, kwargs) if out is None else None
-        entry = _fast_get(key) if key is not None else None
-        if entry is not None:
-            result = entry(args)
-        else:
-            composite = composite_of(func)  # a composition of functions with rules (np.hstack, np.median...)
-            if composite is not None:
-                if out is not None:
-                    kwargs["out"] = out
-                return composite(*args, **kwargs)
-            result = dispatch(func, args, kwargs, key)
-        view = _HOOKS.function_views.get(func)
-        if view is not None:
-            result = view(args, kwargs, result)
-        elif key is None:
-            result = _HOOKS.layout(func, args, result)
-        casting = "unsafe" if func in _UNSAFE_OUT else None
-        return result if out is None else _rebind_outputs(out, result, getattr(func, "__name__", "?"), casting)
+        try:
+            direct = _HOOKS.functions.get(func)
+            if direct is not None:  # functions that are no rule: copyto, split... (dtensor_np.views)
+                return direct(*args, **kwargs)
+            out = kwargs.pop("out", None) if "out" in kwargs else None
+            key = call_key(func, args, kwargs) if out is None else None
+            entry = _fast_get(key) if key is not None else None
+            if entry is not None:
+                result = entry(args)
+            else:
+                composite = composite_of(func)  # a composition of functions with rules (np.hstack, np.median...)
+                if composite is not None:
+                    if out is not None:
+                        kwargs["out"] = out
+                    return composite(*args, **kwargs)
+                result = dispatch(func, args, kwargs, key)
+            view = _HOOKS.function_views.get(func)
+            if view is not None:
+                result = view(args, kwargs, result)
+            elif key is None:
+                result = _HOOKS.layout(func, args, result)
+            casting = "unsafe" if func in _UNSAFE_OUT else None
+            return result if out is None else _rebind_outputs(out, result, getattr(func, "__name__", "?"), casting)
+        except Exception as error:  # as in __array_ufunc__
+            note_local_error(error)
+            raise
 
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
         """``np.asarray(x)``: the whole array on every rank, as a new NumPy array (an implicit gather, which warns
@@ -508,6 +519,8 @@ class DTensor(NDArrayOperatorsMixin):
         """``np.reshape``: a view where NumPy's is one; ``x.reshape(2, 3)`` and ``x.reshape((2, 3))`` alike."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
+        elif len(shape) == 1 and shape[0] is None:  # NumPy 2: x.reshape(None) keeps the shape
+            shape = None  # type: ignore[assignment]
         if order == "C" and copy is None:
             return np.reshape(self, shape)
         return np.reshape(self, shape, order=order, copy=copy)
@@ -945,11 +958,15 @@ def _fast_operator(name: str, ufunc: Any, reflected: bool) -> Any:
         if other.__class__ is not DTensor and other.__class__ not in _SCALAR_OPERANDS:
             return slow(self, other)  # NumPy's rules: an operand may defer (__array_ufunc__ = None) or be an array
         args = (other, self) if reflected else (self, other)
-        key = call_key(ufunc, args)
-        entry = _fast_get(key)
-        if entry is not None:
-            return entry(args)
-        return dispatch_ufunc(ufunc, "__call__", args, {}, key)
+        try:
+            key = call_key(ufunc, args)
+            entry = _fast_get(key)
+            if entry is not None:
+                return entry(args)
+            return dispatch_ufunc(ufunc, "__call__", args, {}, key)
+        except Exception as error:  # as in __array_ufunc__
+            note_local_error(error)
+            raise
 
     operator_.__name__ = operator_.__qualname__ = name
     operator_.__doc__ = slow.__doc__
@@ -969,15 +986,26 @@ def _equality_operator(name: str, ufunc: np.ufunc, unequal: bool) -> Any:
     fast = _fast_operator(name, ufunc, False)
 
     def operator_(self: "DTensor", other: Any) -> Any:
-        if other is None or isinstance(other, (str, bytes, dict, set)) or (
-                not isinstance(other, (DTensor, np.ndarray, list, tuple, int, float, complex, np.generic))
-                and not hasattr(other, "__array_ufunc__") and not hasattr(other, "__array__")):
-            return np.ones_like(self, dtype=bool) if unequal else np.zeros_like(self, dtype=bool)
+        if isinstance(other, (str, bytes)) or _object_operand(other):
+            return _unequal(self, unequal)
         return fast(self, other)
 
     operator_.__name__ = operator_.__qualname__ = name
     operator_.__doc__ = fast.__doc__
     return operator_
+
+
+def _object_operand(other: Any) -> bool:
+    """An operand NumPy takes as a 0-d object array (None, a dict, a set, any object that is no number or array):
+    ``np.equal``/``np.not_equal`` compare it as unequal everywhere; a string or bytes has no loop there."""
+    return other is None or (
+        not isinstance(other, (str, bytes, DTensor, np.ndarray, list, tuple, int, float, complex, np.generic))
+        and not hasattr(other, "__array_ufunc__") and not hasattr(other, "__array__"))
+
+
+def _unequal(x: "DTensor", unequal: bool) -> "DTensor":
+    """All True (``unequal``) or all False, bool, on ``x``'s placements: no communication."""
+    return np.ones_like(x, dtype=bool) if unequal else np.zeros_like(x, dtype=bool)
 
 
 DTensor.__eq__ = _equality_operator("__eq__", np.equal, False)  # type: ignore[method-assign,assignment]

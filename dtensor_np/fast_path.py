@@ -34,12 +34,15 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
-from collectives import BoundedCache, static_key
+from collectives import BoundedCache, memo, static_key
 from collectives.keys import FLOAT_TYPES, PLAIN_TYPES
+from collectives.spmd import local_calls
 
 from .arrays import as_array
 from .spec import DTensorSpec
@@ -50,6 +53,7 @@ __all__ = [
     "call_key",
     "compile_entry",
     "fast_path_stats",
+    "key_fingerprint",
     "register_fast_type",
 ]
 
@@ -167,6 +171,40 @@ def call_key(head: Any, args: tuple, kwargs: Optional[Mapping[str, Any]] = None)
     return tuple(key)
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+@memo(maxsize=8192, name="dtensor_np.key_fingerprints")
+def key_fingerprint(key: tuple) -> int:
+    """A fingerprint of a call's key that is the same in every process making the same call (an int64).
+
+    A key's ``hash`` is not: its specs hash by identity, strings by a per-process
+    seed.  Its ``repr`` is, once the addresses (``<function f at 0x...>``) are
+    taken out.  Every dispatched call folds this into the next SPMD agreement
+    (:func:`collectives.spmd.note_local_call`), on the slow path and in its entry.
+
+    Example:
+        >>> import numpy as np, dtensor_np as dt
+        >>> x = dt.distribute_tensor(np.arange(4.0), dt.DeviceMesh((2,)), [dt.Shard(0)])
+        >>> key_fingerprint(call_key(np.sum, (x,), {"axis": 0})) == key_fingerprint(call_key(np.sum, (x,), {"axis": 0}))
+        True
+        >>> key_fingerprint(call_key(np.add, (x, 1))) == key_fingerprint(call_key(np.add, (x, 2)))
+        False
+    """
+    text = _ADDRESS.sub("", repr(_canonical(key))).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little", signed=True)
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` with every frozenset as a sorted tuple: a set's ``repr`` follows its hashes, which differ between
+    processes for strings."""
+    if value.__class__ is tuple:
+        return tuple(_canonical(v) for v in value)
+    if value.__class__ is frozenset:
+        return ("frozenset", *sorted((_canonical(v) for v in value), key=repr))
+    return value
+
+
 def _is_scalar_result(value: Any) -> bool:
     return isinstance(value, (np.generic, bool, int, float, complex))
 
@@ -194,7 +232,7 @@ def compile_entry(key: tuple, args: tuple, tensors: tuple, decision: Any, backen
     specs = tuple(o._spec for o in results)
     moves = tuple(_mover(t._spec, dst, move) for t, dst in zip(tensors, decision.inputs))
     scalars = any(_is_scalar_result(v) for out in outputs for v in out.values())
-    FAST_PATH.put(key, _entry(positions, moves, decision, backend, specs, build, scalars))
+    FAST_PATH.put(key, _entry(positions, moves, decision, backend, specs, build, scalars, key_fingerprint(key)))
     _MISSES[0] += 1
 
 
@@ -207,12 +245,13 @@ def _mover(src: DTensorSpec, dst: DTensorSpec, move: Callable[[Any, DTensorSpec,
 
 
 def _entry(positions: tuple[int, ...], moves: tuple, decision: Any, backend: Any, specs: tuple,
-           build: Any, scalars: bool) -> Callable[[tuple], Any]:
-    """``entry(args) -> result``: the call with every decision made (see the module doc)."""
+           build: Any, scalars: bool, fingerprint: int) -> Callable[[tuple], Any]:
+    """``entry(args) -> result``: the call with every decision made (see the module doc); each call folds
+    ``fingerprint`` (its key's) into the next SPMD agreement, as ``collectives.spmd.note_local_call`` does."""
     ranks = tuple(backend.ranks)
     local = decision.local
     first = positions[0]
-    hits = _HITS
+    hits, calls = _HITS, local_calls
     if decision.program is None and not decision.multiple_outputs and not scalars and not any(moves):
         (spec,) = specs
         if len(ranks) == 1:
@@ -220,6 +259,7 @@ def _entry(positions: tuple[int, ...], moves: tuple, decision: Any, backend: Any
             if len(positions) == 1:
                 def one(args: tuple) -> Any:
                     hits[0] += 1
+                    calls[0] = hash((calls[0], fingerprint))
                     a = args[first]
                     return build({r: local(r, a._shards[r])}, spec, a._namespace)
                 return one
@@ -228,6 +268,7 @@ def _entry(positions: tuple[int, ...], moves: tuple, decision: Any, backend: Any
 
                 def two(args: tuple) -> Any:
                     hits[0] += 1
+                    calls[0] = hash((calls[0], fingerprint))
                     a = args[first]
                     return build({r: local(r, a._shards[r], args[second]._shards[r])}, spec, a._namespace)
                 return two
@@ -236,6 +277,7 @@ def _entry(positions: tuple[int, ...], moves: tuple, decision: Any, backend: Any
 
             def each(args: tuple) -> Any:
                 hits[0] += 1
+                calls[0] = hash((calls[0], fingerprint))
                 a = args[first]
                 s = a._shards
                 if second == first:
@@ -252,6 +294,7 @@ def _entry(positions: tuple[int, ...], moves: tuple, decision: Any, backend: Any
 
     def general(args: tuple) -> Any:
         hits[0] += 1
+        calls[0] = hash((calls[0], fingerprint))
         shards = [args[p]._shards for p in positions]
         shards = [s if m is None else m(s) for s, m in zip(shards, moves)]
         if program is not None:

@@ -59,10 +59,11 @@ from typing import Any, Iterator, Optional
 import numpy as np
 
 from collectives import array_module
+from collectives.spmd import note_local_call
 
 from .arrays import check_array
 from .dispatch import run_rule
-from .fast_path import FAST_PATH, call_key
+from .fast_path import FAST_PATH, call_key, key_fingerprint
 from .errors import ShardingError
 from .placements import Replicate, Shard
 from .propagation.index_plan import ArrayArg, MaskArg, index_items, list_index, plan_index, read_index
@@ -136,7 +137,7 @@ def getitem(x: Any, index: Any, fast_key: Optional[tuple] = None) -> Any:
     key (its spec) does not name.
     """
     if fast_key is not None and any(is_sharded(item) for item in index_items(index)):
-        fast_key = None
+        fast_key = _unkeyed(fast_key)
     items = _own_items(x, index)
     read_index(x.shape, _stand_ins(items))  # NumPy's errors, before anything moves
     masks = _masks(items)
@@ -147,6 +148,14 @@ def getitem(x: Any, index: Any, fast_key: Optional[tuple] = None) -> Any:
     items = _gather_masks(x, items)
     plan_index(x.shape, _stand_ins(items))  # the rest of NumPy's errors (index values included)
     return run_rule(GETITEM, (x, _arrays_replicated(x, items)), {}, fast_key)
+
+
+def _unkeyed(fast_key: Optional[tuple]) -> None:
+    """No fast-path key for a call that keeps no entry: its key still goes into the next SPMD agreement, as
+    :func:`~dtensor_np.dispatch.run_rule` would fold it (``collectives.spmd.note_local_call``)."""
+    if fast_key is not None:
+        note_local_call(key_fingerprint(fast_key))
+    return None
 
 
 def _arrays_replicated(x: Any, items: list[Any]) -> tuple[Any, ...]:
@@ -396,25 +405,49 @@ def update(x: Any, index: Any, value: Any, op: str, fast_key: Optional[tuple] = 
     if op not in UPDATES:
         raise ValueError(f"expected an update among {sorted(UPDATES)}, got {op!r}")
     if fast_key is not None and any(is_sharded(item) for item in index_items(index)):
-        fast_key = None  # a DTensor in the index is replaced by its value or gathered: the key does not name it
+        fast_key = _unkeyed(fast_key)  # a DTensor in the index is replaced by its value or gathered: the key does not name it
     items = _own_items(x, index)
-    read_index(x.shape, _stand_ins(items))  # index errors first, as NumPy's assignment
+    kinds = [kind for kind, _, _ in read_index(x.shape, _stand_ins(items))]  # index errors first, as NumPy's
     given = value
+    if (op == "set" and isinstance(value, (list, tuple, str)) and kinds.count("int") == x.ndim
+            and set(kinds) <= {"int", "ellipsis"}):  # one element set to a sequence: NumPy's own error or cast
+        element = np.zeros(1, x.dtype)
+        element[0] = value  # a TypeError for ints, a ValueError for floats, the truth value for bools
+        value = element[0]
     value = _check_value(x, value, op)
     if value is not given:  # a 0-d DTensor's value, an array made of a list: the key does not name what runs
-        fast_key = None
+        fast_key = _unkeyed(fast_key)
     masks = _masks(items)
     a = _mask_dim(x, items, masks)
     if a is None or not _count_free(value, x.shape, a, items[masks[0]].ndim):
         items = _gather_masks(x, items)
         items = [item.full_tensor() if is_sharded(item) else item for item in items]
-        plan = plan_index(x.shape, tuple(items))  # the rest of NumPy's errors (index values included)
+        try:
+            plan = plan_index(x.shape, tuple(items))  # the rest of NumPy's errors (index values included)
+        except IndexError:  # an index value out of bounds: NumPy first checks the value against the result's shape
+            if not is_sharded(value) and _ndim(value):
+                shaped = plan_index(x.shape, _without_values(items))
+                fit_value_shape(value.shape, shaped.out_shape, shaped.advanced)
+            raise
         if not is_sharded(value) and _ndim(value):
             fit_value_shape(value.shape, plan.out_shape, plan.advanced)
         items = list(_arrays_replicated(x, items))
     if isinstance(value, np.ndarray):
         value = _replicated(x, value)
     return run_rule(UPDATE, (x, tuple(items), value, op), {}, fast_key)
+
+
+def _without_values(items: list[Any]) -> tuple[Any, ...]:
+    """The index items with integer index arrays (lists too) as :class:`ArrayArg`: the shape of the result without
+    the arrays' values."""
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, (list, np.ndarray)):
+            array = np.asarray(item)
+            if array.dtype.kind in "iu":
+                item = ArrayArg(i, array.shape, array.dtype)
+        out.append(item)
+    return tuple(out)
 
 
 def _ndim(value: Any) -> int:

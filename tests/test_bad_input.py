@@ -46,7 +46,8 @@ import dtensor_np as dt
 from collectives import CollectiveError
 from dtensor_np import Partial, Replicate, Shard
 from dtensor_np.placements import placements_str
-from launching import MPIEXEC, clean_mpi_env
+from launching import MPIEXEC
+from test_spmd_default import default_env
 from strategies import per_rank
 
 R = Replicate()
@@ -452,6 +453,30 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
         cat.raises(f"x + {type(bad).__name__}", TypeError, r"unsupported operand: expected a number", lambda bad=bad: x + bad)
     cat.works("x == 'a' is all False, as NumPy's", lambda: equal((x == "a").full_tensor(), a == "a"))
     cat.works("x != None is all True, as NumPy's", lambda: equal((x != None).full_tensor(), a != None))  # noqa: E711
+    cat.works("np.equal(x, {}) is all False, as NumPy's", lambda: equal(np.equal(x, {}).full_tensor(), np.equal(a, {})))
+    cat.works("np.not_equal(None, x) is all True", lambda: equal(np.not_equal(None, x).full_tensor(), np.not_equal(None, a)))
+    cat.raises("np.equal(x, 'a'): no loop, as NumPy's", TypeError, r"unsupported operand", lambda: np.equal(x, "a"))
+    cat.works("reshape(None) keeps the shape, as NumPy 2's", lambda: equal(x.reshape(None).full_tensor(), a.reshape(None)))
+    cat.works("reshape((-2, 12)): a negative length is the unknown one, as NumPy 2's",
+              lambda: equal(x.reshape((-2, 12)).full_tensor(), a.reshape((-2, 12))))
+    cat.raises("reshape((-2, -1))", ValueError, r"can only specify one unknown dimension", lambda: x.reshape((-2, -1)))
+
+    def set_one(y: Any, index: Any, value: Any) -> Any:
+        y = y.copy()
+        y[index] = value
+        return y.full_tensor() if hasattr(y, "full_tensor") else y
+
+    b = a > 4
+    xb = dt.distribute_tensor(b, mesh, [Shard(1)])
+    for value in ([1.0, 2.0], [], "a"):
+        cat.works(f"a bool element set to {value!r}: its truth value, as NumPy's",
+                  lambda value=value: equal(set_one(xb, (2, 3), value), set_one(b, (2, 3), value)))
+    cat.raises("an int element set to a list", TypeError, r"int\(\) argument must be", lambda: set_one(xi, (0, 0), [1, 2]))
+    cat.raises("a float element set to a list", ValueError, r"setting an array element with a sequence",
+               lambda: set_one(x, (0, 0), [1.0, 2.0]))
+    cat.raises("x[[0, 9]] = np.ones(2): the value's shape first, as NumPy's", ValueError,
+               r"shape mismatch: value array of shape \(2,\) could not be broadcast", lambda: set_one(x, [0, 9], np.ones(2)))
+    cat.raises("x[[0, 9]] = np.ones(4)", IndexError, r"index 9 is out of bounds", lambda: set_one(x, [0, 9], np.ones(4)))
     cat.raises("einsum with an output letter not in the input", ValueError, r"Output character k did not appear",
                lambda: np.einsum("ij->k", x))
     cat.raises("einsum with too few subscripts", ValueError, r"does not contain the correct number of indices",
@@ -1198,7 +1223,7 @@ def test_bad_input_on_one_rank_raises_on_every_rank_without_a_hang(tmp_path: Pat
     jobs = {
         case: subprocess.Popen(
             [str(mpiexec), "-n", str(ranks), sys.executable, str(script), case, str(watchdog_s), str(tmp_path)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_mpi_env(), start_new_session=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=default_env(), start_new_session=True,
         )
         for case in ONE_RANK_CASES
     }

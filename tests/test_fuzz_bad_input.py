@@ -251,19 +251,7 @@ class Fuzz:
 
 
 # Found by the fuzz and not fixed yet (call name -> the outcome it has now); see the module doc.
-KNOWN: dict[str, str] = {
-    # NumPy 2 takes any negative length as the unknown one and None as "keep the shape"; dtensor_np refuses both
-    "reshape((-2, 15))": "raises where NumPy gives a value",
-    "reshape(None)": "raises where NumPy gives a value",
-    # NumPy compares None, {} ... with the array (False everywhere); dtensor_np refuses operands that are not numbers
-    "np.equal(a, other={})": "raises where NumPy gives a value",
-    "np.equal(other={}, a)": "raises where NumPy gives a value",
-    # NumPy casts the list into one bool element (its truth value); dtensor_np broadcasts it as an array
-    "a[(4, 2)] = [1.0, 2.0, 3.0]": "raises where NumPy gives a value",
-    "a[(0, 0)] = [1.0, 2.0, 3.0]": "raises where NumPy gives a value",
-    # NumPy raises ValueError (the value does not broadcast) before it looks at index 9; dtensor_np IndexError first
-    "a[[0, 9]] = array([1., 1.])": "internal",
-}
+KNOWN: dict[str, str] = {}
 
 
 def test_fuzz_public_entry_points_against_numpy():

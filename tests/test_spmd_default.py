@@ -5,8 +5,11 @@ set), one ``mpiexec`` job per world size runs every case below with a bad or
 different input on ONE rank only (the last), then one distribute +
 ``full_tensor`` on every rank: every rank must raise, and that next collective
 must work (the ranks are in step again).  The default agreement
-(``collectives.spmd``: one ``Allreduce`` of a call fingerprint before every
-collective) makes divergent collectives meet in the same small call; a rank
+(``collectives.spmd``: one ``Allgather`` of a call fingerprint before every
+collective) makes divergent collectives meet in the same small call; it also
+carries a running fingerprint of the local calls since the previous collective
+(a different valid index or item assignment on one rank) and whether this rank
+raised since (a local error on one rank only: its values, or its arguments); a rank
 that would wait forever is the default collective timeout's business (600 s,
 ``collectives.watchdog``), tested here with a low value on a deliberately hung job.
 """
@@ -62,7 +65,20 @@ SCRIPT = textwrap.dedent(
 
     def case_setitem():
         x = x0()
-        x[1 if b else 0] = 5.0
+        x[1 if b else 0] = 5.0  # rows of rank 0's shard: no collective, the ranks' arrays differ from here
+        x.full_tensor()
+
+    def case_setitem_list():
+        x = x0()
+        x[1 if b else 0] = [5.0] * 6  # a list value: the call keeps no fast-path entry, its key still counts
+        x.full_tensor()
+
+    def case_local_error():
+        with np.errstate(divide="raise"):  # log(0) on the last rank's shard only: a local error on one rank
+            np.log(x0() - full[-1, -1]).full_tensor()
+
+    def case_reshape_error():
+        x0().reshape((5, -1) if b else (2 * n, 12)).full_tensor()  # refused on one rank only, local on the others
 
     def case_reduction():
         np.sum(x0(), axis=1 if b else 0).full_tensor()
@@ -94,16 +110,11 @@ SCRIPT = textwrap.dedent(
     """
 ).replace("HANG_S", str(HANG_S))
 
-# the gaps last: they leave the ranks out of step, so the cases after them could not show anything
 CASES = ["distribute_tensor", "from_local", "redistribute", "reduction", "matmul", "reshape", "index_out_of_range",
-         "index_value", "setitem"]
-GAPS = {  # not yet: the op's validity differs between ranks without a collective that could tell (see issue 40)
-    "index_value": "a different valid index on one rank issues the same collective: no rank can tell",
-    "setitem": "an item assignment on a row of another rank's shard differs without any collective",
-}
+         "index_value", "setitem", "setitem_list", "local_error", "reshape_error"]
 
 
-def _default_env() -> dict[str, str]:
+def default_env() -> dict[str, str]:
     env = clean_mpi_env()
     for name in ("DTENSOR_NP_CHECK_SPMD", "DTENSOR_NP_AGREE", "DTENSOR_NP_COLLECTIVE_TIMEOUT"):
         env.pop(name, None)
@@ -120,7 +131,7 @@ def _job(tmp_path_factory: pytest.TempPathFactory, ranks: int) -> tuple[dict[int
         script = out / "one_rank_default.py"
         script.write_text(SCRIPT)
         proc = subprocess.run([str(MPIEXEC), "-n", str(ranks), sys.executable, str(script), str(out), ",".join(CASES)],
-                              capture_output=True, text=True, timeout=HANG_S * len(CASES) + 60, env=_default_env())
+                              capture_output=True, text=True, timeout=HANG_S * len(CASES) + 60, env=default_env())
         results = {int(p.stem): {name: [outcome, after] for name, outcome, after in map(json.loads, p.read_text().splitlines())}
                    for p in out.glob("*.jsonl")}
         _JOBS[ranks] = results, proc.stdout + proc.stderr
@@ -128,8 +139,7 @@ def _job(tmp_path_factory: pytest.TempPathFactory, ranks: int) -> tuple[dict[int
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=GAPS[c]))
-                                  if c in GAPS else c for c in CASES])
+@pytest.mark.parametrize("case", CASES)
 def test_one_rank_differs_every_rank_raises_and_the_next_collective_works(tmp_path_factory, ranks: int, case: str):
     results, output = _job(tmp_path_factory, ranks)
     for rank in range(ranks):
@@ -173,7 +183,7 @@ def test_default_timeout_aborts_a_hung_job_with_each_rank_report(tmp_path: Path)
     """Two ranks wait in different collectives forever: a low timeout aborts the job, each rank saying where it waits."""
     script = tmp_path / "hung.py"
     script.write_text(HUNG)
-    env = _default_env()
+    env = default_env()
     env["DTENSOR_NP_COLLECTIVE_TIMEOUT"] = "2"
     proc = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, str(script)],
                           capture_output=True, text=True, timeout=120, env=env)
@@ -182,3 +192,13 @@ def test_default_timeout_aborts_a_hung_job_with_each_rank_report(tmp_path: Path)
     for rank in (0, 1):
         assert f"[rank {rank}] dtensor_np watchdog: waited" in output, output
     assert "hung.py:10" in output and "hung.py:12" in output, output
+
+
+def test_a_different_local_call_names_the_collective_where_every_rank_raises(tmp_path_factory):
+    """A different valid index on one rank (no collective of its own): every rank raises at the next collective,
+    saying the local calls differed."""
+    results, _ = _job(tmp_path_factory, 2)
+    for rank in range(2):
+        for case in ("index_value", "setitem", "setitem_list"):
+            outcome = results[rank][case][0]
+            assert outcome.startswith("SpmdError: the ranks made different local calls"), (rank, case, outcome)

@@ -91,18 +91,25 @@ register(np.moveaxis)(OpRule("moveaxis", _bind_single(("source", "destination"))
 
 # -- reshape -------------------------------------------------------------------
 def resolve_shape(shape: Sequence[int], size: int) -> tuple[int, ...]:
-    """A reshape target with its ``-1`` filled in; ValueError as NumPy when it cannot fit."""
+    """A reshape target with its unknown length (any negative one, as NumPy 2) filled in; ValueError as NumPy when
+    it cannot fit.
+
+    Example:
+        >>> resolve_shape((-1, 5), 15), resolve_shape((-2, 15), 15)
+        ((3, 5), (1, 15))
+    """
     shape = tuple(int(s) for s in shape)
-    if shape.count(-1) > 1:
+    unknown = sum(s < 0 for s in shape)
+    if unknown > 1:
         raise ValueError("can only specify one unknown dimension")
     known = 1
     for s in shape:
-        if s != -1:
+        if s >= 0:
             known *= s
-    if -1 in shape:
+    if unknown:
         if known == 0 or size % known:
             raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
-        shape = tuple(size // known if s == -1 else s for s in shape)
+        shape = tuple(size // known if s < 0 else s for s in shape)
     elif known != size:
         raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
     return shape
@@ -222,11 +229,14 @@ def reshape_decision(spec: DTensorSpec, oshape: Sequence[int]) -> Decision:
 
 
 def _bind_reshape(args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], Hashable]:
+    given = "newshape" in kwargs or "shape" in kwargs or len(args) > 1
     shape = kwargs.pop("newshape", kwargs.pop("shape", args[1] if len(args) > 1 else None))
     order = kwargs.pop("order", args[2] if len(args) > 2 else "C")
     kwargs.pop("copy", None)
-    if order != "C" or kwargs or shape is None:
+    if order != "C" or kwargs or not given:
         raise ShardingError("numpy.reshape on DTensors supports a shape in C order only")
+    if shape is None:  # NumPy 2: the shape unchanged
+        return (args[0],), tuple(args[0].shape)
     if is_integer(shape):
         return (args[0],), (int(shape),)
     return (args[0],), as_ints(shape, "numpy.reshape: the new shape", "an int or a sequence of ints")
