@@ -199,20 +199,27 @@ class MpiBackend(Backend):
     def check_spmd_call(self, fingerprint: int, describe: Callable[[], str]) -> None:
         """The SPMD check (see :mod:`collectives.spmd`): every rank issues this call from the same line, or all raise.
 
-        One ``Allgather`` over the world of (call fingerprint, call site, count);
-        on a mismatch a second one shares every rank's ``describe()`` and call
-        site, and every rank raises :class:`~collectives.spmd.SpmdError` with all of them.
+        One ``Allgather`` over the world of (call fingerprint, call site, count,
+        the local calls since the previous collective: what the default
+        agreement compares too); on a mismatch a second one shares every rank's
+        ``describe()`` and call site, and every rank raises
+        :class:`~collectives.spmd.SpmdError` with all of them.
         """
         site = call_site(2)
         self._checked_calls += 1
-        mine = np.array([fingerprint, zlib.crc32(site.encode()), self._checked_calls], np.int64)
-        rows = np.empty((self.world_size, 3), np.int64)
+        mine = np.array([fingerprint, zlib.crc32(site.encode()), self._checked_calls, local_calls[0]], np.int64)
+        local_calls[0] = 0
+        pending.clear()  # a rank that raised alone is on another line now: the call sites tell
+        rows = np.empty((self.world_size, 4), np.int64)
         self._service.Allgather(mine, rows)
-        if (rows[:, :2] == mine[:2]).all():
+        same_call = bool((rows[:, :2] == mine[:2]).all())
+        if same_call and (rows[:, 3] == mine[3]).all():
             return
         self._raise_spmd(
             f"{describe()} at {site} (collective #{self._checked_calls} of this rank)",
-            "SPMD check: the ranks do not issue the same collective from the same line (they took different "
+            "SPMD check: the ranks made different local calls since their previous collective (other arguments "
+            "or indices: each rank computed on its own, so their results no longer belong to one array)" if same_call
+            else "SPMD check: the ranks do not issue the same collective from the same line (they took different "
             "paths through the program; without the check they would hang or pair the wrong calls)",
         )
 

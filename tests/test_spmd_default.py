@@ -202,3 +202,23 @@ def test_a_different_local_call_names_the_collective_where_every_rank_raises(tmp
         for case in ("index_value", "setitem", "setitem_list"):
             outcome = results[rank][case][0]
             assert outcome.startswith("SpmdError: the ranks made different local calls"), (rank, case, outcome)
+
+
+def test_the_full_check_compares_the_local_calls_too(tmp_path: Path):
+    """Under DTENSOR_NP_CHECK_SPMD=1 (the full check, the mode this suite runs in) a different valid index or item
+    assignment on one rank raises on every rank as well, and the ranks stay in step."""
+    script = tmp_path / "one_rank_default.py"
+    script.write_text(SCRIPT)
+    env = default_env()
+    env["DTENSOR_NP_CHECK_SPMD"] = "1"
+    cases = ["index_value", "setitem", "setitem_list"]
+    proc = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, str(script), str(tmp_path), ",".join(cases)],
+                          capture_output=True, text=True, timeout=HANG_S * len(cases) + 60, env=env)
+    results = {int(p.stem): {name: [outcome, after] for name, outcome, after in map(json.loads, p.read_text().splitlines())}
+               for p in tmp_path.glob("*.jsonl")}
+    for rank in range(2):
+        for case in cases:
+            assert case in results.get(rank, {}), f"rank {rank} never finished {case}:\n{proc.stdout + proc.stderr}"
+            outcome, after = results[rank][case]
+            assert outcome.startswith("SpmdError: SPMD check: the ranks made different local calls"), (rank, case, outcome)
+            assert not after, (rank, case, after)
