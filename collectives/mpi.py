@@ -207,21 +207,30 @@ class MpiBackend(Backend):
         """
         site = call_site(2)
         self._checked_calls += 1
-        mine = np.array([fingerprint, zlib.crc32(site.encode()), self._checked_calls, local_calls[0]], np.int64)
+        local = local_calls[0]
+        mine = np.array([fingerprint, zlib.crc32(site.encode()), self._checked_calls, local - (local >> 63 << 64),
+                         1 if pending else 0], np.int64)
         local_calls[0] = 0
-        pending.clear()  # a rank that raised alone is on another line now: the call sites tell
-        rows = np.empty((self.world_size, 4), np.int64)
+        pending.clear()
+        rows = np.empty((self.world_size, 5), np.int64)
         self._service.Allgather(mine, rows)
         same_call = bool((rows[:, :2] == mine[:2]).all())
-        if same_call and (rows[:, 3] == mine[3]).all():
+        raised = rows[:, 4].nonzero()[0].tolist()
+        # as the default agreement: the local calls are compared unless the ranks raised since the last collective
+        # (ranks that all raised may have stopped at other calls: NumPy's own code may try them in another order)
+        if same_call and (len(raised) == self.world_size or (not raised and (rows[:, 3] == mine[3]).all())):
             return
-        self._raise_spmd(
-            f"{describe()} at {site} (collective #{self._checked_calls} of this rank)",
-            "SPMD check: the ranks made different local calls since their previous collective (other arguments "
-            "or indices: each rank computed on its own, so their results no longer belong to one array)" if same_call
-            else "SPMD check: the ranks do not issue the same collective from the same line (they took different "
-            "paths through the program; without the check they would hang or pair the wrong calls)",
-        )
+        if not same_call:
+            headline = ("SPMD check: the ranks do not issue the same collective from the same line (they took "
+                        "different paths through the program; without the check they would hang or pair the wrong calls)")
+        elif raised:
+            headline = (f"SPMD check: rank(s) {raised} raised an error since the previous collective that the other "
+                        "ranks did not have (their input differed)")
+        else:
+            headline = ("SPMD check: the ranks made different local calls since their previous collective (other "
+                        "arguments or indices: each rank computed on its own, so their results no longer belong to one "
+                        "array)")
+        self._raise_spmd(f"{describe()} at {site} (collective #{self._checked_calls} of this rank)", headline)
 
     def agree(self, mine: bytes, everyone: bytes, group: tuple[int, ...], describe: Callable[[], str]) -> None:
         """The default agreement (see :mod:`collectives.spmd`): the world makes the same call, or all raise.
@@ -243,7 +252,7 @@ class MpiBackend(Backend):
         local = local_calls[0]
         if pending or local:
             local_calls[0] = 0
-            mine = mine[:24] + local.to_bytes(8, _ORDER, signed=True)
+            mine = mine[:24] + local.to_bytes(8, _ORDER)  # unsigned: a sum modulo 2**64
             everyone = mine * self.world_size
             if pending:  # this rank raised in its previous call: the others learn it here
                 pending.clear()

@@ -30,8 +30,11 @@ Local calls take part too.  A call that communicates nothing (``x + 1``, a
 row this rank holds, an item assignment) can differ between ranks without any
 collective seeing it: each rank would go on with other values, silently.  So
 every dispatched call folds the fingerprint of its fast-path key (op, input
-specs, static arguments, index) into :data:`local_calls` (one tuple hash, in
-the fast path's entry too: about 0.1 us a call), and the agreement row is four
+specs, static arguments, index) into :data:`local_calls` (a sum modulo 2**64,
+in the fast path's entry too: about 0.1 us a call; a sum, not a chained hash,
+because the order of some calls is not the program's: NumPy's own code may
+compare a DTensor with the members of a set, in an order that follows each
+process's string hashes), and the agreement row is four
 int64: the call, its shape, "this rank raised since its last collective" and
 the local calls since then.  A local call that differs on one rank raises
 :class:`SpmdError` on every rank at the next collective; one that raises on
@@ -75,7 +78,7 @@ from .errors import CollectiveError
 
 __all__ = [
     "AGREE_ENV", "CHECK_ENV", "SpmdError", "agreeing", "call_site", "check_spmd", "checking", "checking_spmd",
-    "default_agreement", "local_calls", "note_local_call", "note_local_error", "pending",
+    "default_agreement", "LOCAL_CALLS_MASK", "local_calls", "note_local_call", "note_local_error", "pending",
 ]
 
 CHECK_ENV = "DTENSOR_NP_CHECK_SPMD"
@@ -94,6 +97,7 @@ pending: list[bool] = []
 """Non-empty after this rank raised a local error the other ranks may not have (``note_local_error``)."""
 
 local_calls: list[int] = [0]
+LOCAL_CALLS_MASK = (1 << 64) - 1  # local_calls is a sum modulo 2**64 (an unsigned 64-bit value)
 """A running fingerprint of this rank's local calls since its last agreement (see :func:`note_local_call`)."""
 
 _INTERNAL = ("collectives", "dtensor_np", "numpy", "contextlib", "functools", "threading")
@@ -169,7 +173,7 @@ def note_local_error(error: BaseException) -> None:
         True
         >>> pending.clear()
     """
-    if agreeing and not checking and not isinstance(error, CollectiveError):
+    if (agreeing or checking) and not isinstance(error, CollectiveError):
         pending[:] = [True]
         local_calls[0] = 0  # the calls before it were this rank's share of the call the others may still be in
 
@@ -179,11 +183,11 @@ def note_local_call(fingerprint: int) -> None:
 
     A call that communicates nothing (``x + 1``, or ``x[i]`` of rows this rank
     holds) can differ between ranks without any collective seeing it: each rank
-    then computes on other arguments, silently.  Every dispatched call folds the
-    fingerprint of its key here (one tuple hash, deterministic across processes:
-    ints hash as themselves), and the next agreement compares the running value
-    with the other ranks' (no extra message), then starts it again.  The fast
-    path's entries fold inline (the same expression).
+    then computes on other arguments, silently.  Every dispatched call adds the
+    fingerprint of its key here (modulo 2**64: the same multiset of calls in
+    any order gives the same value, see the module doc), and the next agreement
+    compares the running value with the other ranks' (no extra message), then
+    starts it again.  The fast path's entries fold inline (the same expression).
 
     Example:
         >>> local_calls[0] = 0
@@ -193,7 +197,7 @@ def note_local_call(fingerprint: int) -> None:
         True
         >>> local_calls[0] = 0
     """
-    local_calls[0] = hash((local_calls[0], fingerprint))
+    local_calls[0] = (local_calls[0] + fingerprint) & LOCAL_CALLS_MASK
 
 
 def checking_spmd() -> bool:

@@ -42,7 +42,7 @@ import numpy as np
 
 from collectives import BoundedCache, memo, static_key
 from collectives.keys import FLOAT_TYPES, PLAIN_TYPES
-from collectives.spmd import local_calls
+from collectives.spmd import LOCAL_CALLS_MASK, local_calls
 
 from .arrays import as_array
 from .spec import DTensorSpec
@@ -251,7 +251,7 @@ def _entry(positions: tuple[int, ...], moves: tuple, decision: Any, backend: Any
     ranks = tuple(backend.ranks)
     local = decision.local
     first = positions[0]
-    hits, calls = _HITS, local_calls
+    hits, calls, mask = _HITS, local_calls, LOCAL_CALLS_MASK
     if decision.program is None and not decision.multiple_outputs and not scalars and not any(moves):
         (spec,) = specs
         if len(ranks) == 1:
@@ -259,7 +259,7 @@ def _entry(positions: tuple[int, ...], moves: tuple, decision: Any, backend: Any
             if len(positions) == 1:
                 def one(args: tuple) -> Any:
                     hits[0] += 1
-                    calls[0] = hash((calls[0], fingerprint))
+                    calls[0] = (calls[0] + fingerprint) & mask
                     a = args[first]
                     return build({r: local(r, a._shards[r])}, spec, a._namespace)
                 return one
@@ -268,7 +268,7 @@ def _entry(positions: tuple[int, ...], moves: tuple, decision: Any, backend: Any
 
                 def two(args: tuple) -> Any:
                     hits[0] += 1
-                    calls[0] = hash((calls[0], fingerprint))
+                    calls[0] = (calls[0] + fingerprint) & mask
                     a = args[first]
                     return build({r: local(r, a._shards[r], args[second]._shards[r])}, spec, a._namespace)
                 return two
@@ -277,7 +277,7 @@ def _entry(positions: tuple[int, ...], moves: tuple, decision: Any, backend: Any
 
             def each(args: tuple) -> Any:
                 hits[0] += 1
-                calls[0] = hash((calls[0], fingerprint))
+                calls[0] = (calls[0] + fingerprint) & mask
                 a = args[first]
                 s = a._shards
                 if second == first:
@@ -294,7 +294,7 @@ def _entry(positions: tuple[int, ...], moves: tuple, decision: Any, backend: Any
 
     def general(args: tuple) -> Any:
         hits[0] += 1
-        calls[0] = hash((calls[0], fingerprint))
+        calls[0] = (calls[0] + fingerprint) & mask
         shards = [args[p]._shards for p in positions]
         shards = [s if m is None else m(s) for s, m in zip(shards, moves)]
         if program is not None:
