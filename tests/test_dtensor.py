@@ -89,12 +89,17 @@ def collective_bounds(src, dst):
     otherwise, and at most one per mesh dim (of size > 1) that is not Replicate
     in ``src``: reduce or gather those dims one by one, then slice locally.
     An empty array needs no data, but the library may still issue the plan's
-    collectives for it (of empty blocks): there only the most is asserted.
+    collectives for it (of empty blocks): there only the most is asserted.  So
+    where some rank's block is empty (a sharded dim shorter than its mesh
+    dims): the planner plans from placements, and a change that empty shards
+    make local, ``(R, S(0)) -> (R, S(1))`` of a 1 x 1 array on a 2 x 2 mesh,
+    still moves its (empty or whole) blocks with one collective.
     """
     mesh = src.mesh
     moving = [m for m in range(mesh.ndim) if mesh.shape[m] > 1]
     most = sum(1 for m in moving if not isinstance(src.placements[m], Replicate))
-    if 0 in src.shape:
+    blocks = [spec.local_block(r)[0] for spec in (src, dst) for r in mesh.all_ranks]
+    if 0 in src.shape or any(0 in block for block in blocks):
         return 0, most
     reduce = any(src.placements[m].is_partial() and dst.placements[m] != src.placements[m] for m in moving)
     local = not reduce and all(_contains(src.local_block(r), dst.local_block(r)) for r in mesh.all_ranks)
