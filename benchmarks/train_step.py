@@ -40,15 +40,20 @@ than the wall clock on a shared machine).  It calls the training job's
 """
 from __future__ import annotations
 
-import argparse
-import functools
 import os
-import platform
-import sys
-import time
-from typing import Any
 
-import numpy as np
+if __name__ == "__main__":  # run as the script: one BLAS thread (a process per core; torch's column is set to one
+    for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # thread too), before NumPy
+        os.environ[_variable] = "1"
+
+import argparse  # noqa: E402
+import functools  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
