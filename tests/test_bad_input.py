@@ -436,13 +436,15 @@ def test_catalogue_placements_specs_meshes_and_ops(world):
                    lambda f=f: f(x, axis=-3, ddof="a"))
         cat.raises(f"{f.__name__}(axis=(0, 0), ddof='a')", TypeError, r"expected ddof as a number, got str",
                    lambda f=f: f(x, axis=(0, 0), ddof="a"))
-    # The moments (one local pass and one all_gather, issue 41) take no where= mask and no precomputed mean=
+    # The moments (one local pass and one all_gather, issue 41) take no where= mask; a mean= must broadcast
     for f in (np.var, np.std, np.nanvar, np.nanstd, np.nanmean):
         cat.raises(f"{f.__name__}(where=mask)", ShardingError, rf"numpy.{f.__name__} on DTensors: expected no where=, got ndarray",
                    lambda f=f: f(x, axis=0, where=np.ones((3, 4), bool)))
     for f in (np.var, np.std, np.nanvar, np.nanstd):
-        cat.raises(f"{f.__name__}(mean=m)", ShardingError, rf"numpy.{f.__name__} on DTensors: expected no mean=, got DTensor",
-                   lambda f=f: f(x, axis=0, mean=np.mean(x, axis=0, keepdims=True)))
+        cat.raises(f"{f.__name__}(mean=(3, 1) for (3, 4))", ValueError, r"expected mean= of a shape that broadcasts "
+                   r"to the array's \(3, 4\), got \(2, 1\)", lambda f=f: f(x, axis=0, mean=np.zeros((2, 1))))
+        cat.works(f"{f.__name__}(mean=m) as NumPy", lambda f=f: equal(
+            f(x, axis=0, mean=np.mean(x, axis=0, keepdims=True)).full_tensor(), f(a, axis=0, mean=np.mean(a, axis=0, keepdims=True))))
     for f in (np.sum, np.prod):
         cat.raises(f"{f.__name__}(axis=2, dtype='foo')", TypeError, r"data type 'foo' not understood",
                    lambda f=f: f(x, axis=2, dtype="foo"))

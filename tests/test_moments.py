@@ -128,6 +128,49 @@ def test_moments_match_numpy_on_every_layout(world):
     checks.finish()
 
 
+@pytest.mark.worlds(simulated=(1, 2, 3, 4), mpi=(2,))
+def test_a_given_mean_as_numpy(world):
+    """NumPy 2's ``mean=`` (the deviations from a mean the caller has; also another value than the mean): the
+    keepdims mean as a DTensor and as a plain array, a row vector that broadcasts, ddof, NaNs, every layout;
+    one all_reduce of counts and sums at most (and one more to settle a pending mean)."""
+    checks = Checks(world)
+    for mesh, placements in layouts(world):
+        for shape, kind in (((5, 3), "f8nan"), ((6, 4), "f4"), ((0, 3), "f8"), ((5, 2), "c16")):
+            a = data(shape, kind)
+            x = dt.distribute_tensor(a, mesh, placements)
+            for name, func in (("var", np.var), ("std", np.std), ("nanvar", np.nanvar), ("nanstd", np.nanstd)):
+                for ax in (None, 0, -1, (0, 1)):
+                    mean_func = np.nanmean if name.startswith("nan") else np.mean
+                    with warnings.catch_warnings(), np.errstate(all="ignore"):
+                        warnings.simplefilter("ignore")
+                        m = mean_func(a, axis=ax, keepdims=True)
+                    given = [("the mean", m, lambda: mean_func(x, axis=ax, keepdims=True)),
+                             ("a plain array", m, lambda: m),
+                             ("zeros", np.zeros_like(m), lambda: np.zeros_like(m))]
+                    if ax == 0 and len(shape) == 2:
+                        given.append(("a broadcast row", m[0], lambda: m[0]))
+                    for label, numpy_mean, dtensor_mean in given:
+                        for ddof in (0, 1):
+                            ctx = f"{name}(axis={ax}, ddof={ddof}, mean={label}) {kind}{shape} {placements} on {mesh.shape}"
+                            items = math.prod(shape) if ax is None else int(np.prod(np.take(shape, ax)))
+                            rtol = tolerance(np.result_type(a.dtype, np.float16), items)
+                            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                                warnings.simplefilter("ignore")
+                                mean_x = dtensor_mean()
+                                checks.same(ctx, lambda: func(a, axis=ax, ddof=ddof, mean=numpy_mean),
+                                            lambda: func(x, axis=ax, ddof=ddof, mean=mean_x), rtol=rtol, atol=rtol)
+                                mean_x = dtensor_mean()  # (a new pending mean: the call settles it)
+                                _, c = counted(lambda: func(x, axis=ax, ddof=ddof, mean=mean_x))
+                            pending = isinstance(mean_x, dt.DTensor) and any(isinstance(p, Partial)
+                                                                             for p in mean_x.placements)
+                            shards = [p.dim for p in placements if isinstance(p, Shard)]
+                            twice = len(set(shards)) < len(shards)  # one dim on two mesh dims: gathered to one first
+                            checks.expect(c.total <= 1 + pending + twice, f"{ctx}: {c.counts} collectives")
+    checks.raises("a mean that does not broadcast", lambda: np.var(x, axis=0, mean=np.zeros((7, 1))), ValueError,
+                  "expected mean= of a shape that broadcasts")
+    checks.finish()
+
+
 @pytest.mark.worlds(simulated=(2, 4), mpi=(2,))
 def test_one_collective_per_call_never_the_data(world):
     """A sharded reduced dim: one ``all_gather`` of 4 float64 numbers per rank and result element (``nanmean``: one
