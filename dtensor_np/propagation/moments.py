@@ -211,6 +211,23 @@ def _warn_everywhere(backend: Any, kind: str, flags: dict[int, bool], agree: boo
         warnings.warn(_WARNINGS[kind], RuntimeWarning, stacklevel=4)
 
 
+def _layout(spec: DTensorSpec, kind: str, axes: Optional[tuple[int, ...]], keepdims: bool, dtype: Optional[np.dtype]
+            ) -> tuple[DTensorSpec, tuple[int, ...], DTensorSpec, tuple[int, ...], bool]:
+    """What every moment decision starts from: ``spec`` with one mesh dim per sharded dim and no pending sum, the
+    reduced dims, the output's spec, the mesh dims that split the reduced dims, and whether the ranks must agree
+    on NumPy's warning (``nan*`` with a kept dim sharded: the ranks hold slices of other counts)."""
+    spec = partial_free(single_sharding(spec))
+    reduced = tuple(range(spec.ndim)) if axes is None else axes
+    out_shape = tuple(1 if i in reduced else s for i, s in enumerate(spec.shape) if keepdims or i not in reduced)
+    out = DTensorSpec(spec.mesh, reduced_placements(spec, reduced, keepdims),
+                      TensorMeta(out_shape, _probe(kind, spec.dtype, dtype)))
+    mesh_dims = tuple(m for m, p in enumerate(spec.placements)
+                      if isinstance(p, Shard) and p.dim in reduced and spec.mesh.shape[m] > 1)
+    agree = kind.startswith("nan") and any(isinstance(p, Shard) and p.dim not in reduced and spec.mesh.shape[m] > 1
+                                           for m, p in enumerate(spec.placements))
+    return spec, reduced, out, mesh_dims, agree
+
+
 def moments_decision(spec: DTensorSpec, kind: str, axes: Optional[tuple[int, ...]], ddof: float, keepdims: bool,
                      dtype: Optional[np.dtype]) -> Decision:
     """The decision of ``kind`` (a key of :data:`MOMENTS`) over ``axes`` (None: all), with NumPy's ``ddof``."""
@@ -218,21 +235,13 @@ def moments_decision(spec: DTensorSpec, kind: str, axes: Optional[tuple[int, ...
         if kind == "nanmean":
             return reduction_decision(spec, "mean", axes, keepdims, dtype)
         kind = _NUMPY_ONLY[kind]
-    spec = partial_free(single_sharding(spec))
+    spec, reduced, out, mesh_dims, agree = _layout(spec, kind, axes, keepdims, dtype)
     func = MOMENTS[kind]
     nan, root, second = kind.startswith("nan"), kind.endswith("std"), kind != "nanmean"
-    reduced = tuple(range(spec.ndim)) if axes is None else axes
-    out_dtype = _probe(kind, spec.dtype, dtype)
-    out_shape = tuple(1 if i in reduced else s for i, s in enumerate(spec.shape) if keepdims or i not in reduced)
-    out = DTensorSpec(spec.mesh, reduced_placements(spec, reduced, keepdims), TensorMeta(out_shape, out_dtype))
+    out_dtype = out.dtype
     options: dict[str, Any] = {"axis": axes, "keepdims": keepdims, "dtype": dtype}
     if second:
         options["ddof"] = ddof
-    mesh_dims = tuple(m for m, p in enumerate(spec.placements)
-                      if isinstance(p, Shard) and p.dim in reduced and spec.mesh.shape[m] > 1)
-    # the ranks hold different slices, whose warnings (a count of numbers, for nan*) they must agree on
-    agree = nan and any(isinstance(p, Shard) and p.dim not in reduced and spec.mesh.shape[m] > 1
-                        for m, p in enumerate(spec.placements))
     if not mesh_dims and not agree:
         return Decision((spec,), (out,), lambda rank, x: func(x, **options))
     if not mesh_dims:
@@ -309,21 +318,14 @@ def about_mean_decision(spec: DTensorSpec, mean: DTensorSpec, kind: str, axes: O
     """
     if kind in _NUMPY_ONLY and spec.dtype.kind not in "fc":
         kind = _NUMPY_ONLY[kind]
-    spec = partial_free(single_sharding(spec))
+    spec, reduced, out, mesh_dims, agree = _layout(spec, kind, axes, keepdims, dtype)
     nan, root = kind.startswith("nan"), kind.endswith("std")
-    reduced = tuple(range(spec.ndim)) if axes is None else axes
-    out_dtype = _probe(kind, spec.dtype, dtype)
-    out_shape = tuple(1 if i in reduced else s for i, s in enumerate(spec.shape) if keepdims or i not in reduced)
-    out = DTensorSpec(spec.mesh, reduced_placements(spec, reduced, keepdims), TensorMeta(out_shape, out_dtype))
+    out_dtype = out.dtype
     lead = spec.ndim - mean.ndim  # the mean's dims are a's last ones (NumPy's broadcasting)
     aligned = tuple(Shard(p.dim - lead) if isinstance(p, Shard) and p.dim >= lead and mean.shape[p.dim - lead] != 1
                     else Replicate() for p in spec.placements)
     mean_in = DTensorSpec(mean.mesh, aligned, mean.tensor_meta)
-    mesh_dims = tuple(m for m, p in enumerate(spec.placements)
-                      if isinstance(p, Shard) and p.dim in reduced and spec.mesh.shape[m] > 1)
     groups = spec.mesh.groups(tuple(sorted(mesh_dims))) if mesh_dims else None
-    agree = bool(mesh_dims) or any(isinstance(p, Shard) and spec.mesh.shape[m] > 1
-                                   for m, p in enumerate(spec.placements))
 
     def program(backend: Any, shards: Shards, means: Shards) -> Shards:
         """Each block's ``(count, sum of squared deviations)``; one ``all_reduce`` where the reduced dims are sharded."""
