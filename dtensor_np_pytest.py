@@ -228,8 +228,13 @@ def module_jobs(items: list[tuple[str, int]]) -> dict[tuple[str, int], list[str]
     """
     jobs: dict[tuple[str, int], list[str]] = {}
     for nodeid, ranks in items:
-        jobs.setdefault((nodeid.split("::")[0], ranks), []).append(nodeid)
+        jobs.setdefault((_module(nodeid), ranks), []).append(nodeid)
     return jobs
+
+
+def _module(nodeid: str) -> str:
+    """The test module of a node id (``tests/test_x.py`` of ``tests/test_x.py::test_y[mpi2]``)."""
+    return nodeid.split("::")[0]
 
 
 def _ranks(item: pytest.Item) -> int:
@@ -291,7 +296,7 @@ class ModuleJobs:
     def _run_from(self, item: pytest.Item) -> None:
         """Run ``item`` and the items after it in its module job; an item that breaks its job fails, the rest
         run on in a new job."""
-        job = self.jobs[(item.nodeid.split("::")[0], _ranks(item))]
+        job = self.jobs[(_module(item.nodeid), _ranks(item))]
         pending = job[job.index(item):]
         while pending:
             finished, broken = self._job(pending)
@@ -337,7 +342,7 @@ class ModuleJobs:
                        else f"the job ended (exit status {process.returncode}) in this test")
                 failure = pytest.TestReport(
                     nodeid=item.nodeid, location=item.location, keywords={}, outcome="failed", when="call",
-                    longrepr=(f"MPI job of {len(items)} tests of {item.nodeid.split('::')[0]} on {ranks} ranks: {why}; "
+                    longrepr=(f"MPI job of {len(items)} tests of {_module(item.nodeid)} on {ranks} ranks: {why}; "
                               f"ranks {sorted(set(range(ranks)) - done)} did not finish it. The tests after it run on "
                               "in a new job."),
                     sections=[("Captured output of the MPI job", text)] if captured else [])
@@ -388,11 +393,8 @@ def _wait_for(process: subprocess.Popen, directory: str, stall_s: float) -> bool
                 if count != seen:
                     seen, last = count, now
                 elif now - last > stall_s:
-                    break
-    except BaseException:  # Ctrl-C: the job is in its own session, out of the terminal's reach: end it too
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        raise
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    return True
+                    return True
+    finally:  # stalled, or Ctrl-C: the job is in its own session, out of the terminal's reach: end it
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
