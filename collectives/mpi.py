@@ -97,6 +97,8 @@ _TEAMS: dict[int, dict[Any, _Team]] = {}
 # parent communicator handle -> a duplicate for the SPMD check and the watchdog's exit notices
 _SERVICE: dict[int, MPI.Intracomm] = {}
 _SPMD_TEXT = 240  # bytes of each rank's description of its collective when the SPMD check fails
+_LOCAL_CALLS_DIFFER = ("the ranks made different local calls since their previous collective (other arguments or "
+                       "indices: each rank computed on its own, so their results no longer belong to one array)")
 
 
 class MpiBackend(Backend):
@@ -227,9 +229,7 @@ class MpiBackend(Backend):
             headline = (f"SPMD check: rank(s) {raised} raised an error since the previous collective that the other "
                         "ranks did not have (their input differed)")
         else:
-            headline = ("SPMD check: the ranks made different local calls since their previous collective (other "
-                        "arguments or indices: each rank computed on its own, so their results no longer belong to one "
-                        "array)")
+            headline = "SPMD check: " + _LOCAL_CALLS_DIFFER
         self._raise_spmd(f"{describe()} at {site} (collective #{self._checked_calls} of this rank)", headline)
 
     def agree(self, mine: bytes, everyone: bytes, group: tuple[int, ...], describe: Callable[[], str]) -> None:
@@ -281,9 +281,7 @@ class MpiBackend(Backend):
         if not raised and (out[:, 3] != row[3]).any():
             self._raise_spmd(
                 f"{describe()} at {call_site(2)}",
-                "the ranks made different local calls since their previous collective (other arguments or "
-                "indices: each rank computed on its own, so their results no longer belong to one array); every "
-                "rank raises here, at the next collective, and the ranks stay in step",
+                _LOCAL_CALLS_DIFFER + "; every rank raises here, at the next collective, and the ranks stay in step",
             )
 
     def agree_on(self, fingerprint: int, describe: Callable[[], str]) -> None:
