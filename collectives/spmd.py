@@ -51,13 +51,15 @@ raises at the same collective and the ranks stay in step) needs an exchange
 of the same shape on every rank first.  The cheapest found is one
 ``Allgather`` of the 32-byte row on a communicator of its own, then one bytes
 compare: ``Allreduce(MAX)`` of the row and its negation (min = max) costs
-1.2-2x that, a ``Barrier`` alone no less.  Measured
-(``benchmarks/redistribute.py --agreement both``, ``mpiexec -n 2``, both in
-the same run, on a shared 2-core machine, so indicative), 1 KiB with / without:
-``S(0)->R`` 6.9 / 4.5 us, ``P->R`` 6.6 / 4.8, ``P->S(0)`` 7.0 / 4.6 and 5.7 /
-3.8, ``S(0)->S(1)`` 8.7 / 5.6 and 6.9 / 4.6 (earlier runs of a three-int64
-row: 2.0-2.6 us): 1.8-3 us a collective, not the ~1 us of issue 40, which a
-row inside the data message would need.
+1.2-2x that, a ``Barrier`` alone no less.  Measured on a quiet 2-core
+machine (``benchmarks/redistribute.py --quick --sizes 1KiB --agreement both``,
+``mpiexec -n 2``, both in the same run), 1 KiB with / without: ``S(0)->R``
+6.3 / 4.2 us, ``P->R`` 7.8 / 5.6, ``P->S(0)`` 6.4 / 4.1, ``S(0)->S(1)`` 8.0 /
+5.2: 2.1-2.8 us a collective, where a bare mpi4py ``Allgather`` of 32 bytes
+takes 1.8-1.9 us there (an ``Allreduce`` of 8 bytes 1.8-1.9, a ``Barrier``
+2.1): any exchange of its own costs more than the ~1 us of issue 40, which
+only a row inside the data message (or a shared-memory handshake within a
+node) would reach.
 
 Example:
     >>> with check_spmd():
@@ -97,8 +99,10 @@ pending: list[bool] = []
 """Non-empty after this rank raised a local error the other ranks may not have (``note_local_error``)."""
 
 local_calls: list[int] = [0]
-LOCAL_CALLS_MASK = (1 << 64) - 1  # local_calls is a sum modulo 2**64 (an unsigned 64-bit value)
 """A running fingerprint of this rank's local calls since its last agreement (see :func:`note_local_call`)."""
+
+LOCAL_CALLS_MASK = (1 << 64) - 1
+"""``local_calls`` is a sum modulo 2**64 (an unsigned 64-bit value)."""
 
 _INTERNAL = ("collectives", "dtensor_np", "numpy", "contextlib", "functools", "threading")
 
