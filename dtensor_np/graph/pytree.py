@@ -97,7 +97,7 @@ def flatten(tree: Any) -> tuple[list[Any], TreeDef]:
         found = _children(node)
         if found is None:
             leaves.append(node)
-            return TreeDef("leaf")
+            return _LEAF
         kind, keys, children = found
         return TreeDef(kind, keys if kind == "dict" else (), tuple(walk(c) for c in children))
 
