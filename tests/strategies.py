@@ -1,11 +1,12 @@
 """Hypothesis strategies shared by the tests: meshes, placements, shapes, dtypes, the planner's spec pairs; and ``per_rank``,
-``rounding_tolerance`` and ``planner_benchmark`` (benchmarks/planner.py's seeded pairs)."""
+``rounding_tolerance``, ``check_identical`` and ``planner_benchmark`` (benchmarks/planner.py's seeded pairs)."""
 
 from __future__ import annotations
 
 import itertools
 import math
 import sys
+import zlib
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
@@ -74,6 +75,22 @@ def rounding_tolerance(dtype: Any, terms: int, scale: float) -> float:
     if dtype.kind not in "fc":
         return 0.0
     return terms * float(np.finfo(dtype).eps) * scale
+
+
+def check_identical(checks: Any, world: Any, ctx: str, out: Any) -> None:
+    """Ranks holding the same part of ``out`` hold the same bytes (every rank tells every rank the crc32 of its
+    shard, keyed by its coordinates on the mesh dims that shard ``out``), recorded in ``checks`` (``expect``); a
+    pending result (a ``Partial`` sum) once it is reduced."""
+    if any(isinstance(p, dt.Partial) for p in out.placements):
+        out = out.redistribute([dt.Replicate() if isinstance(p, dt.Partial) else p for p in out.placements])
+    sharding = [m for m, p in enumerate(out.placements) if isinstance(p, dt.Shard)]
+    mine = {r: (*(out.mesh.coordinate_of(r)[m] for m in sharding), zlib.crc32(np.ascontiguousarray(s).tobytes()) & 0x7FFFFFFF)
+            for r, s in out.local_shards().items()}
+    told = world.backend.gather_descriptors(mine)
+    seen: dict[tuple[int, ...], int] = {}
+    for r in sorted(told):
+        key, crc = tuple(told[r][:-1]), told[r][-1]
+        checks.expect(seen.setdefault(key, crc) == crc, f"{ctx}: rank {r} holds other bytes than another rank")
 
 
 def per_rank(world: Any, mesh: dt.DeviceMesh, make: Callable[[int], Any]) -> Any:

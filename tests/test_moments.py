@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import warnings
-import zlib
 from typing import Any, Callable
 
 import numpy as np
@@ -23,6 +22,7 @@ import pytest
 
 import dtensor_np as dt
 from dtensor_np import Partial, Replicate, Shard
+from strategies import check_identical
 from test_numpy_ops import Checks
 
 CALLS: dict[str, Callable[..., Any]] = {
@@ -69,26 +69,6 @@ def counted(call: Callable[[], Any]) -> tuple[Any, Any]:
     with dt.comm_counter() as c:
         out = call()
     return out, c
-
-
-def fingerprint(out: Any) -> dict[int, tuple[tuple[int, ...], int]]:
-    """Per held rank: (its coordinates on the mesh dims that shard the result, crc32 of its shard's bytes)."""
-    sharding = [m for m, p in enumerate(out.placements) if isinstance(p, Shard)]
-    return {r: (tuple(out.mesh.coordinate_of(r)[m] for m in sharding), zlib.crc32(np.ascontiguousarray(s).tobytes()))
-            for r, s in out.local_shards().items()}
-
-
-def check_identical(checks: Checks, world: Any, ctx: str, out: Any) -> None:
-    """Ranks holding the same part of the result hold the same bytes (every rank told every rank's crc32); a
-    pending result (``mean``: a ``Partial`` sum) once it is reduced."""
-    if any(isinstance(p, Partial) for p in out.placements):
-        out = out.redistribute([Replicate() if isinstance(p, Partial) else p for p in out.placements])
-    mine = fingerprint(out)
-    told = world.backend.gather_descriptors({r: (*key, crc & 0x7FFFFFFF) for r, (key, crc) in mine.items()})
-    seen: dict[tuple[int, ...], int] = {}
-    for r in sorted(told):
-        key, crc = tuple(told[r][:-1]), told[r][-1]
-        checks.expect(seen.setdefault(key, crc) == crc, f"{ctx}: rank {r} holds other bytes than another rank")
 
 
 def layouts(world: Any) -> list[tuple[dt.DeviceMesh, list[Any]]]:

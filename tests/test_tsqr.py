@@ -13,6 +13,7 @@ import pytest
 import dtensor_np as dt
 from dtensor_np import Replicate, Shard
 from dtensor_np.propagation.tsqr import flip_singular_vectors, positive_diagonal
+from strategies import check_identical
 from test_numpy_ops import Checks
 
 LA = np.linalg
@@ -54,17 +55,6 @@ def tolerance(a: np.ndarray, name: str) -> float:
     return 1e-4 if a.dtype == np.float32 else 1e-6 if name == "ill-conditioned" else 1e-10
 
 
-def same_on_every_rank(world, checks: Checks, ctx: str, out: dt.DTensor) -> None:
-    """A replicated result: bitwise the same on every rank (one all_gather of the local copies)."""
-    if any(isinstance(p, Shard) for p in out.placements):
-        return
-    group = (tuple(range(world.size)),)
-    local = {r: np.ascontiguousarray(s)[None] for r, s in out.local_shards().items()}
-    for r, stack in world.backend.all_gather(local, group).items():
-        checks.expect(all(np.array_equal(stack[0], s, equal_nan=True) for s in stack),
-                      f"{ctx}: rank {r} sees different bytes on the ranks")
-
-
 def close(checks: Checks, ctx: str, got: Any, expected: Any, tol: float) -> None:
     got = np.asarray(got)
     ok = got.shape == np.shape(expected) and np.allclose(got, expected, rtol=tol, atol=tol * np.max(np.abs(expected), initial=1))
@@ -97,7 +87,7 @@ def test_tsqr_matches_numpy_with_signs_fixed(world):
                 if full_rank:
                     close(checks, f"{ctx} R", rf, positive_diagonal(*LA.qr(a))[1], tol)
                     close(checks, f"{ctx} |R| mode r", np.abs(LA.qr(x, mode="r").full_tensor()), np.abs(rf), tol)
-                same_on_every_rank(world, checks, f"{ctx} R", r)
+                check_identical(checks, world, f"{ctx} R", r)
             u, s, vh = LA.svd(x, full_matrices=False)
             uf, sf, vhf = u.full_tensor(), s.full_tensor(), vh.full_tensor()
             if world.size == 1:
@@ -110,7 +100,7 @@ def test_tsqr_matches_numpy_with_signs_fixed(world):
                 close(checks, f"{ctx} svd U", uf, eu, max(tol, 1e-8) * (1e4 if name == "ill-conditioned" else 1))
                 close(checks, f"{ctx} svd Vh", vhf, ev, max(tol, 1e-8) * (1e4 if name == "ill-conditioned" else 1))
             for out in (s, vh if name != "wide" else u):
-                same_on_every_rank(world, checks, f"{ctx} svd", out)
+                check_identical(checks, world, f"{ctx} svd", out)
             close(checks, f"{ctx} svdvals", LA.svdvals(x).full_tensor(), LA.svdvals(a), tol)
             rank = LA.matrix_rank(x).full_tensor()
             checks.expect(np.array_equal(rank, LA.matrix_rank(a)), f"{ctx}: matrix_rank {rank}")
