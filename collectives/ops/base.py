@@ -128,7 +128,7 @@ class CollectiveOp:
         """The part of a member's input shape that every member of a right call has alike (-1: may differ).
 
         It enters the fingerprint the members compare before every collective
-        (:mod:`collectives.agreement`), so inputs that do not fit each other raise
+        (:mod:`collectives.spmd`), so inputs that do not fit each other raise
         there instead of truncating or hanging in MPI.  Here: the whole shape.
         """
         return tuple(shape)
