@@ -59,14 +59,13 @@ def _options(**given: Any) -> dict[str, Any]:
     return {k: v for k, v in given.items() if v is not _NO_VALUE and not (k == "out" and v is None)}
 
 
-def _anywhere(flags: Any, warning: bool = False) -> bool:
+def _anywhere(flags: Any) -> bool:
     """Whether any of ``flags`` is True, the same answer on every rank, for NumPy's checks (an all-NaN slice, a
     count of 0): every rank reads its own block and the ranks agree with ``backend.all_true`` (one 4-byte
     ``Allreduce`` under MPI, not counted, as ranks agree on a ``LinAlgError``); a pending value is reduced first.
-    So a check on a dim that is not reduced moves nothing.  A traced array has no values: for a ``warning`` the
-    check is left out (a traced call does not warn), for an error it is the tracer's TypeError."""
+    So a check on a dim that is not reduced moves nothing.  A traced array has no values: the tracer's TypeError."""
     if isinstance(flags, Tracer):
-        return False if warning else bool(flags)
+        return bool(flags)
     if not hasattr(flags, "spec"):
         return bool(np.any(flags))
     if any(isinstance(p, Partial) for p in flags.placements):
