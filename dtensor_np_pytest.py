@@ -63,9 +63,18 @@ TIMEOUT_OPTION_ENV = "DTENSOR_NP_PYTEST_TIMEOUT"
 FORKED_ENV = "PYTEST_ISOLATE_MPI_IS_FORKED"  # set by pytest-isolate-mpi in the ranks of its jobs
 BATCH_ENV = "DTENSOR_NP_PYTEST_MODULE_JOB"  # in the ranks of a --dt-mpi-jobs=module job: the items' timeout
 REPORTS_ENV = "PYTEST_MPI_REPORTS_PATH"  # where the ranks of a job write their reports (pytest-isolate-mpi's name)
+REPORT_FD_ENV = "DTENSOR_NP_ABORT_REPORT_FD"  # collectives.abort: where a rank's abort report goes ("<pid>:<fd>")
 DEFAULT_TIMEOUT_S = 300.0
 _MARKERS = ("world_sizes", "mesh_shapes")
 _PATH_BYTES = 4096
+
+if os.environ.get(FORKED_ENV) and REPORT_FD_ENV not in os.environ:
+    # A rank of an MPI job: pytest is about to capture its stderr (file descriptor 2) into a temporary file, which
+    # dies unread when a rank aborts the job (the except-hook and the collective watchdog of collectives.abort).
+    # This plugin is imported before the capture starts, so a copy of the real stderr made now takes their
+    # reports to the job's output.
+    with contextlib.suppress(OSError):
+        os.environ[REPORT_FD_ENV] = f"{os.getpid()}:{os.dup(2)}"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

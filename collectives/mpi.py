@@ -41,6 +41,7 @@ Design choices:
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
@@ -59,10 +60,11 @@ from .device import is_device_array, stage_for_mpi
 from .dtypes import dtype_code, validate_dtype
 from .errors import CollectiveError
 from .handles import Handle
+from .handshake import NodeHandshake, node_handshake
 from .ops import OPS, CollectiveOp, MpiCall
 from .packing import new_array
 from .reduce_ops import raise_fp_events, take_fp_events
-from .spmd import SpmdError, agreeing, call_site, checking, local_calls, pending
+from .spmd import AGREE_ENV, SpmdError, agreeing, call_site, checking, local_calls, pending
 from .threads import share_cores_among_ranks
 from .watchdog import start_watchdog
 from .types import Array, Groups, Shards
@@ -96,6 +98,8 @@ class _Team(NamedTuple):
 _TEAMS: dict[int, dict[Any, _Team]] = {}
 # parent communicator handle -> a duplicate for the SPMD check and the watchdog's exit notices
 _SERVICE: dict[int, MPI.Intracomm] = {}
+_HANDSHAKES: dict[int, Optional[NodeHandshake]] = {}  # per service communicator (None: an Allgather)
+_ROW_BYTES = 32  # the default agreement's row: four int64
 _SPMD_TEXT = 240  # bytes of each rank's description of its collective when the SPMD check fails
 _LOCAL_CALLS_DIFFER = ("the ranks made different local calls since their previous collective (other arguments or "
                        "indices: each rank computed on its own, so their results no longer belong to one array)")
@@ -130,7 +134,12 @@ class MpiBackend(Backend):
         service = _SERVICE.get(self.comm.handle)
         if service is None:  # collective, like the backend itself: every rank makes its backend together
             service = _SERVICE[self.comm.handle] = self.comm.Dup()
+            # the default agreement's exchange: shared memory where the ranks share a node (collectives.handshake)
+            _HANDSHAKES[service.handle] = (
+                None if os.environ.get(AGREE_ENV, "").strip().lower() == "mpi" else node_handshake(service, _ROW_BYTES)
+            )
         self._service = service
+        self._handshake = _HANDSHAKES[service.handle]
         self._checked_calls = 0
         self._agreed = np.empty((self.world_size, 4), np.int64)  # the default agreement's buffer (one call at a time)
         self._byte = MPI.BYTE
@@ -257,10 +266,17 @@ class MpiBackend(Backend):
             if pending:  # this rank raised in its previous call: the others learn it here
                 pending.clear()
                 mine = mine[:16] + _RAISED + mine[24:]
-        out = self._agreed
-        self._service.Allgather([mine, self._byte], [out, self._byte])
-        if out.tobytes() == everyone:
-            return
+        shake = self._handshake
+        if shake is not None:
+            rows = bytes(shake.exchange(mine))  # (a bytes compare is faster than a memoryview's)
+            if rows == everyone:
+                return
+            out = np.frombuffer(rows, np.int64).reshape(self.world_size, 4)
+        else:
+            out = self._agreed
+            self._service.Allgather([mine, self._byte], [out, self._byte])
+            if out.tobytes() == everyone:
+                return
         row = np.frombuffer(mine, np.int64)
         same = bool((out[:, 0] == row[0]).all() and (out[list(group), 1] == row[1]).all())
         raised = out[:, 2].nonzero()[0].tolist()

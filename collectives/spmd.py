@@ -17,9 +17,11 @@ default and on in the project's tests.
 Without it, a cheaper agreement is on by default (``DTENSOR_NP_AGREE=0`` turns
 it off): before every collective under MPI the ranks compare a fingerprint of
 the call (kind, groups, arguments, dtype, and the part of the input shape all
-members share) with one ``Allgather`` of four int64 a rank (below) on a
-communicator of its own.  Any two rank-divergent collectives meet
-in that same small call, so they raise :class:`SpmdError` on every rank, naming
+members share) by exchanging a row of four int64 a rank (below): through
+shared memory when the world's ranks share a node
+(:mod:`collectives.handshake`), else with one ``Allgather`` on a communicator
+of its own (``DTENSOR_NP_AGREE=mpi`` chooses it on one node too).  Any two
+rank-divergent collectives meet in that same small exchange, so they raise :class:`SpmdError` on every rank, naming
 each rank's call, before any data moves, and the ranks stay in step (an index
 that is valid on some ranks only: see :func:`note_local_error`): a
 different redistribute target, shape or dtype on one rank, or a rank that
@@ -42,24 +44,25 @@ one rank only (its values, or its arguments: any DTensor ufunc, function,
 operator or index notes the error, :func:`note_local_error`) makes every rank
 raise there too, or in the collective the others were in.
 
-Why a message of its own, not a fingerprint inside the collective's data: the
-agreement must be over before any data moves.  Ranks that issue an
+Why an exchange of its own, not a fingerprint inside the collective's data:
+the agreement must be over before any data moves.  Ranks that issue an
 ``Allgather`` and an ``Alltoall`` (or two ``Allgather`` of other sizes) on one
 communicator pair those calls inside MPI, which truncates or hangs before a
 fingerprint riding in the data could be read; the guarantee (every rank
 raises at the same collective and the ranks stay in step) needs an exchange
-of the same shape on every rank first.  The cheapest found is one
-``Allgather`` of the 32-byte row on a communicator of its own, then one bytes
-compare: ``Allreduce(MAX)`` of the row and its negation (min = max) costs
-1.2-2x that, a ``Barrier`` alone no less.  Measured on a quiet 2-core
-machine (``benchmarks/redistribute.py --quick --sizes 1KiB --agreement both``,
-``mpiexec -n 2``, both in the same run), 1 KiB with / without: ``S(0)->R``
-6.3 / 4.2 us, ``P->R`` 7.8 / 5.6, ``P->S(0)`` 6.4 / 4.1, ``S(0)->S(1)`` 8.0 /
-5.2: 2.1-2.8 us a collective, where a bare mpi4py ``Allgather`` of 32 bytes
-takes 1.8-1.9 us there (an ``Allreduce`` of 8 bytes 1.8-1.9, a ``Barrier``
-2.1): any exchange of its own costs more than the ~1 us of issue 40, which
-only a row inside the data message (or a shared-memory handshake within a
-node) would reach.
+of the same shape on every rank first.  Within a node the cheapest is the
+shared-memory handshake (a row and a round number in a shared window, no MPI
+call); across nodes one ``Allgather`` of the 32-byte row on a communicator of
+its own, then one bytes compare (``Allreduce(MAX)`` of the row and its
+negation costs 1.2-2x that, a ``Barrier`` alone no less).  Measured on a quiet
+2-core machine (``benchmarks/redistribute.py --quick --sizes 1KiB,1MiB
+--agreement both``, ``mpiexec -n 2``, each row with and without the
+agreement in the same run), 1 KiB with / without, handshake then
+``DTENSOR_NP_AGREE=mpi``: ``S(0)->R`` 4.4 / 3.4 us against 5.2 / 3.5,
+``P->R`` 5.3 / 4.3 against 6.5 / 4.3, ``P->S(0)`` 4.5 / 3.5 against 5.3 / 3.6,
+``S(0)->S(1)`` 5.9 / 4.4 against 6.4 / 4.3: 1.0-1.5 us a collective through
+shared memory, 1.7-2.2 us with the ``Allgather`` (a bare mpi4py ``Allgather``
+of 32 bytes takes 1.7-2.2 us there).
 
 Example:
     >>> with check_spmd():

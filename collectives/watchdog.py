@@ -32,11 +32,13 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import Any, Optional
 
 import numpy as np
+
+from .abort import write_report
 
 __all__ = ["DEFAULT_TIMEOUT_S", "GRACE_S", "POLL_S", "TIMEOUT_ENV", "Watchdog", "start_watchdog", "timeout_from"]
 
@@ -70,25 +72,48 @@ def _user_site(frame: Optional[FrameType]) -> str:
     return "<unknown call site>"
 
 
-def _waiting_in(frame: Optional[FrameType]) -> Optional[tuple[FrameType, str, Optional[tuple[int, ...]]]]:
-    """(frame, what, group) when the thread whose innermost frame is ``frame`` is inside a collective."""
+Waiting = tuple[FrameType, Callable[[], str], Optional[tuple[int, ...]], tuple[int, int]]
+
+
+def _waiting_in(frame: Optional[FrameType]) -> Optional[Waiting]:
+    """(frame, what, group, key) when the thread whose innermost frame is ``frame`` is inside a collective.
+
+    ``what()`` names the collective; it is called only for a report, never while
+    polling: it formats the main thread's objects, which may be half made.
+    ``key`` is the same for as long as the thread waits in one call: where a
+    frame stops (a rank blocked in MPI), or the round of the agreement's
+    shared-memory handshake (:mod:`collectives.handshake`), which spins.
+    """
     if frame is None or not frame.f_globals.get("__name__", "").startswith("collectives"):
         return None
+    key = (id(frame), frame.f_lasti)
+    if frame.f_globals.get("__name__") == "collectives.handshake":
+        round_ = None
+        while frame is not None and frame.f_globals.get("__name__") == "collectives.handshake":
+            round_ = frame.f_locals.get("round_", round_)
+            frame = frame.f_back
+        if frame is None:
+            return None
+        key = (id(frame), -1 if round_ is None else int(round_))
     local = frame.f_locals
     runner = getattr(local.get("execute"), "__self__", None) or local.get("self")
     op = getattr(runner, "op", None)
     team = getattr(runner, "team", None)
     if op is not None:
-        return frame, op.name, getattr(team, "group", None)
-    if frame.f_code.co_name == "agree":
-        describe = local.get("describe")
-        return frame, (describe() if callable(describe) else "a collective") + " (its agreement)", None
-    if frame.f_code.co_name == "check_spmd_call":
-        describe = local.get("describe")
-        return frame, "the SPMD check before " + (describe() if callable(describe) else "a collective"), None
-    if frame.f_code.co_name == "wait":
-        return frame, "the wait of a non-blocking collective", None
-    return frame, f"collectives ({frame.f_code.co_name})", None
+        return frame, lambda: op.name, getattr(team, "group", None), key
+    name, describe = frame.f_code.co_name, local.get("describe")
+
+    def what() -> str:
+        call = describe() if callable(describe) else "a collective"
+        if name == "agree":
+            return call + " (its agreement)"
+        if name == "check_spmd_call":
+            return "the SPMD check before " + call
+        if name == "wait":
+            return "the wait of a non-blocking collective"
+        return f"collectives ({name})"
+
+    return frame, what, None, key
 
 
 class Watchdog:
@@ -129,36 +154,42 @@ class Watchdog:
             self.exited.setdefault(int(note[0]), time.monotonic())
 
     def _loop(self) -> None:
-        seen: Optional[tuple[int, int]] = None
-        since = 0.0
+        seen: list[Any] = [None, 0.0]  # (frame id, instruction) of the main thread's last collective, since when
         while not self.stop.wait(POLL_S):
-            if self.size <= NOTICE_LIMIT:
-                self._receive_notices()
-            waiting = _waiting_in(sys._current_frames().get(self.main))  # type: ignore[arg-type]
-            if waiting is None:
-                seen = None
-                continue
-            frame, what, group = waiting
-            key = (id(frame), frame.f_lasti)
-            now = time.monotonic()
-            if key != seen:
-                seen, since = key, now
-                continue
-            waited = now - since
-            left = sorted(r for r, t in self.exited.items() if group is None or r in group)
-            if left and now - max(since, min(self.exited[r] for r in left)) >= GRACE_S:
-                self._abort(
-                    f"rank(s) {left} left the program (sys.exit, an exception caught and ended, or the end of the "
-                    f"script) while this rank waits for them in {what}", frame)
-            if self.timeout is not None and waited >= self.timeout:
-                self._abort(f"waited {waited:.1f} s ({TIMEOUT_ENV}={self.timeout:g}) in {what}", frame)
+            try:
+                self._poll(seen)
+            except Exception:  # noqa: BLE001 - looking at the main thread must never end the job by itself
+                seen[:] = [None, 0.0]
 
-    def _abort(self, why: str, frame: FrameType) -> None:
-        site = _user_site(frame)
-        sys.stderr.write(
-            f"[rank {self.rank}] dtensor_np watchdog: {why}, issued at {site}; aborting the job\n"
-        )
-        sys.stderr.flush()
+    def _poll(self, seen: list[Any]) -> None:
+        """One look at the main thread: abort when it has waited too long in one collective (see the module doc)."""
+        if self.size <= NOTICE_LIMIT:
+            self._receive_notices()
+        waiting = _waiting_in(sys._current_frames().get(self.main))  # type: ignore[arg-type]
+        if waiting is None:
+            seen[:] = [None, 0.0]
+            return
+        frame, what, group, key = waiting
+        now = time.monotonic()
+        if key != seen[0]:
+            seen[:] = [key, now]
+            return
+        since = seen[1]
+        waited = now - since
+        left = sorted(r for r, t in self.exited.items() if group is None or r in group)
+        if left and now - max(since, min(self.exited[r] for r in left)) >= GRACE_S:
+            self._abort(
+                f"rank(s) {left} left the program (sys.exit, an exception caught and ended, or the end of the "
+                "script) while this rank waits for them in {what}", what, frame)
+        if self.timeout is not None and waited >= self.timeout:
+            self._abort(f"waited {waited:.1f} s ({TIMEOUT_ENV}={self.timeout:g}) in {{what}}", what, frame)
+
+    def _abort(self, why: str, what: Callable[[], str], frame: FrameType) -> None:
+        try:
+            why, site = why.format(what=what()), _user_site(frame)
+        except Exception as exc:  # noqa: BLE001 - the report names what it can; the job ends regardless
+            why, site = why.format(what=f"a collective (not named: {type(exc).__name__}: {exc})"), "<unknown call site>"
+        write_report(f"[rank {self.rank}] dtensor_np watchdog: {why}, issued at {site}; aborting the job\n")
         time.sleep(0.5)  # the other ranks' watchdogs print theirs; the launcher forwards the lines
         self.world.Abort(1)
 

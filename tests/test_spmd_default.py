@@ -5,8 +5,8 @@ set), one ``mpiexec`` job per world size runs every case below with a bad or
 different input on ONE rank only (the last), then one distribute +
 ``full_tensor`` on every rank: every rank must raise, and that next collective
 must work (the ranks are in step again).  The default agreement
-(``collectives.spmd``: one ``Allgather`` of a call fingerprint before every
-collective) makes divergent collectives meet in the same small call; it also
+(``collectives.spmd``: an exchange of a call fingerprint before every collective, through shared memory within
+a node, ``collectives.handshake``, or one ``Allgather`` with ``DTENSOR_NP_AGREE=mpi``: both run here) makes divergent collectives meet in the same small call; it also
 carries a running fingerprint of the local calls since the previous collective
 (a different valid index or item assignment on one rank) and whether this rank
 raised since (a local error on one rank only: its values, or its arguments); a rank
@@ -121,27 +121,33 @@ def default_env() -> dict[str, str]:
     return env
 
 
-_JOBS: dict[int, tuple[dict[int, dict[str, list[str]]], str]] = {}
+_JOBS: dict[tuple[int, str], tuple[dict[int, dict[str, list[str]]], str]] = {}
 
 
-def _job(tmp_path_factory: pytest.TempPathFactory, ranks: int) -> tuple[dict[int, dict[str, list[str]]], str]:
-    """Every case in one job of ``ranks`` ranks (run once per world size): {rank: {case: [outcome, after]}}, output."""
-    if ranks not in _JOBS:
-        out = tmp_path_factory.mktemp(f"spmd_default_{ranks}")
+def _job(tmp_path_factory: pytest.TempPathFactory, ranks: int,
+         exchange: str = "shm") -> tuple[dict[int, dict[str, list[str]]], str]:
+    """Every case in one job of ``ranks`` ranks (run once per world size and agreement exchange, ``shm`` the
+    default or ``mpi``): {rank: {case: [outcome, after]}}, the job's output."""
+    if (ranks, exchange) not in _JOBS:
+        out = tmp_path_factory.mktemp(f"spmd_default_{ranks}_{exchange}")
         script = out / "one_rank_default.py"
         script.write_text(SCRIPT)
+        env = default_env()
+        if exchange == "mpi":
+            env["DTENSOR_NP_AGREE"] = "mpi"
         proc = subprocess.run([str(MPIEXEC), "-n", str(ranks), sys.executable, str(script), str(out), ",".join(CASES)],
-                              capture_output=True, text=True, timeout=HANG_S * len(CASES) + 60, env=default_env())
+                              capture_output=True, text=True, timeout=HANG_S * len(CASES) + 60, env=env)
         results = {int(p.stem): {name: [outcome, after] for name, outcome, after in map(json.loads, p.read_text().splitlines())}
                    for p in out.glob("*.jsonl")}
-        _JOBS[ranks] = results, proc.stdout + proc.stderr
-    return _JOBS[ranks]
+        _JOBS[ranks, exchange] = results, proc.stdout + proc.stderr
+    return _JOBS[ranks, exchange]
 
 
-@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize(("ranks", "exchange"), [(2, "shm"), (4, "shm"), (2, "mpi")])
 @pytest.mark.parametrize("case", CASES)
-def test_one_rank_differs_every_rank_raises_and_the_next_collective_works(tmp_path_factory, ranks: int, case: str):
-    results, output = _job(tmp_path_factory, ranks)
+def test_one_rank_differs_every_rank_raises_and_the_next_collective_works(tmp_path_factory, ranks: int, exchange: str,
+                                                                            case: str):
+    results, output = _job(tmp_path_factory, ranks, exchange)
     for rank in range(ranks):
         assert case in results.get(rank, {}), f"rank {rank} never finished the case; the job's output:\n{output}"
         outcome, after = results[rank][case]
