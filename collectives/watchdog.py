@@ -155,11 +155,16 @@ class Watchdog:
 
     def _loop(self) -> None:
         seen: list[Any] = [None, 0.0]  # (frame id, instruction) of the main thread's last collective, since when
+        told = False
         while not self.stop.wait(POLL_S):
             try:
                 self._poll(seen)
-            except Exception:  # noqa: BLE001 - looking at the main thread must never end the job by itself
+            except Exception as exc:  # noqa: BLE001 - looking at the main thread must never end the job by itself
                 seen[:] = [None, 0.0]
+                if not told:  # once: the watchdog goes on, and the job with it
+                    told = True
+                    write_report(f"[rank {self.rank}] dtensor_np watchdog: one look at the main thread failed "
+                                 f"({type(exc).__name__}: {exc}); the watchdog goes on\n")
 
     def _poll(self, seen: list[Any]) -> None:
         """One look at the main thread: abort when it has waited too long in one collective (see the module doc)."""

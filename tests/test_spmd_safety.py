@@ -156,6 +156,42 @@ def test_watchdog_aborts_a_stuck_job_with_a_report(tmp_path: Path):
     assert elapsed < JOB_LIMIT_S, f"the stuck job was not aborted by the watchdog ({elapsed:.1f} s)"
 
 
+def test_a_failed_look_at_the_main_thread_never_ends_the_job(monkeypatch, capsys):
+    """An error inside the watchdog's own poll (here: reading the main thread's frame) is reported once, and the
+    watchdog goes on; it aborts nothing (an escaped thread error would have aborted the job, see collectives.abort)."""
+    from collectives import watchdog
+
+    looks, aborted = [], []
+
+    def broken_look(frame):
+        looks.append(frame)
+        raise RuntimeError("frame went away")
+
+    class World:
+        def Get_rank(self) -> int:
+            return 0
+
+        def Get_size(self) -> int:
+            return watchdog.NOTICE_LIMIT + 1  # no exit notices: nothing of MPI is touched
+
+        def Abort(self, code: int) -> None:
+            aborted.append(code)
+
+    monkeypatch.setattr(watchdog, "_waiting_in", broken_look)
+    dog = watchdog.Watchdog(World(), None, timeout=0.01)
+    dog.thread.start()
+    deadline = time.monotonic() + 30
+    while len(looks) < 3 and time.monotonic() < deadline:
+        time.sleep(watchdog.POLL_S)
+    dog.stop.set()
+    dog.thread.join()
+    assert len(looks) >= 3, f"the watchdog stopped looking after its error: {len(looks)} look(s)"
+    assert not aborted, f"the watchdog aborted the job: {aborted}"
+    assert capsys.readouterr().err.count(
+        "[rank 0] dtensor_np watchdog: one look at the main thread failed (RuntimeError: frame went away); "
+        "the watchdog goes on") == 1
+
+
 def test_check_spmd_switches_and_call_sites():
     """The check is on in this suite (conftest), off inside check_spmd(False), and names the user's line."""
     assert collectives.checking_spmd()
