@@ -99,6 +99,8 @@ def node_handshake(comm: Any, row_bytes: int) -> Optional[NodeHandshake]:
     """
     from mpi4py import MPI
 
+    if row_bytes <= 0 or row_bytes % 8:
+        raise ValueError(f"node_handshake: expected a row of a positive multiple of 8 bytes, got {row_bytes}")
     size = comm.Get_size()
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
