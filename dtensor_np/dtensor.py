@@ -57,7 +57,7 @@ from .from_local import build_from_local
 from .indexing import GETITEM, UPDATE, IndexUpdater, elements, flat_positions, getitem, iterate, update
 from .local_tensor import LocalTensor
 from .mesh import DeviceMesh
-from .placements import Partial, Placement, Replicate, placements_str
+from .placements import Partial, Placement, Replicate, check_shard_order, placements_str
 from .planner import plan_flag
 from .propagation.elementwise import ASTYPE
 from .propagation.registry import composite_of
@@ -392,6 +392,8 @@ class DTensor(NDArrayOperatorsMixin):
             placements = tuple(placements)
         if exact_plan.__class__ is not bool:  # the cache would take 1 for True: checked first
             exact_plan = plan_flag(exact_plan, "redistribute: exact_plan")
+        if shard_order is not None:  # the cache would take 0.0 for 0: checked first, then keyed as ints
+            shard_order = check_shard_order(shard_order)
         try:
             target, run = redistribution(self._spec, placements, shard_order, exact_plan)
         except TypeError:  # unhashable arguments: the uncached call validates them (and says what is wrong)

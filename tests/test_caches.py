@@ -162,3 +162,77 @@ def test_a_key_never_stands_for_a_value_it_does_not_name(placement):
         y[row] = values
         want[row] = values
     np.testing.assert_array_equal(y.full_tensor(), want)
+
+
+# (name, a good call, the same call with an argument of another type) on ``x``, a (4, 6) DTensor, and ``np``:
+# every cached call that issue 40 found letting a retyped argument through after a good call.
+RETYPED = (
+    ("transpose", lambda x: np.transpose(x, (1, 0)), lambda x: np.transpose(x, (1.0, 0))),
+    ("transpose bool", lambda x: np.transpose(x, (1, 0)), lambda x: np.transpose(x, (True, 0))),
+    ("concatenate", lambda x: np.concatenate([x, x], axis=0), lambda x: np.concatenate([x, x], axis=0.0)),
+    ("stack", lambda x: np.stack([x, x], axis=0), lambda x: np.stack([x, x], axis=0.0)),
+    ("swapaxes", lambda x: np.swapaxes(x, 0, 1), lambda x: np.swapaxes(x, 0.0, 1)),
+    ("moveaxis", lambda x: np.moveaxis(x, 0, 1), lambda x: np.moveaxis(x, 0.0, 1)),
+    ("expand_dims", lambda x: np.expand_dims(x, 0), lambda x: np.expand_dims(x, 0.0)),
+    ("squeeze", lambda x: np.squeeze(x[:, :1], 1), lambda x: np.squeeze(x[:, :1], 1.0)),
+    ("tensordot", lambda x: np.tensordot(x, x, axes=([1], [1])), lambda x: np.tensordot(x, x, axes=([1.0], [1]))),
+    ("repeat", lambda x: np.repeat(x, 2, axis=0), lambda x: np.repeat(x, 2, axis=0.0)),
+    ("round", lambda x: np.round(x, 1), lambda x: np.round(x, 1.0)),
+    ("sum axis", lambda x: np.sum(x, axis=1), lambda x: np.sum(x, axis=1.0)),
+    ("sum keepdims", lambda x: np.sum(x, axis=0, keepdims=1), lambda x: np.sum(x, axis=0, keepdims=1.0)),
+    ("argmax axis", lambda x: np.argmax(x, axis=0), lambda x: np.argmax(x, axis=(0, 1))),
+    ("cumsum", lambda x: np.cumsum(x, axis=0), lambda x: np.cumsum(x, axis=0.0)),
+    ("reshape", lambda x: x.reshape(2, 12), lambda x: x.reshape(2.0, 12)),
+    ("index", lambda x: x[1], lambda x: x[1.0]),
+    ("redistribute shard_order", lambda x: x.redistribute([Shard(0)], shard_order=((0, (0,)),)),
+     lambda x: x.redistribute([Shard(0)], shard_order=((0.0, (0,)),))),
+)
+
+
+def _family(exc: BaseException) -> str:
+    """The exception family NumPy's callers catch: TypeError, IndexError or ValueError (else the class's name)."""
+    return next((f.__name__ for f in (TypeError, IndexError, ValueError) if isinstance(exc, f)), type(exc).__name__)
+
+
+def retyped_outcomes(warm: bool) -> dict[str, list[str]]:
+    """Each retyped call's outcome on a 2-rank mesh, per placement of ``x``: after its good call twice (``warm``), or
+    with every cache empty (each case after ``dt.clear_caches()``; the first one in a new process is cold anyway)."""
+    mesh = dt.DeviceMesh((2,))
+    full = np.arange(24.0).reshape(4, 6)
+    outcomes: dict[str, list[str]] = {}
+    for name, good, retyped in RETYPED:
+        for placement in (Shard(0), Shard(1), Replicate()):
+            x = dt.distribute_tensor(full, mesh, [placement])
+            dt.clear_caches()
+            if warm:
+                good(x)
+                good(x)
+            try:
+                got = retyped(x)
+                outcome = ["value", repr(np.asarray(got.full_tensor() if isinstance(got, dt.DTensor) else got).tolist())]
+            except Exception as exc:  # noqa: BLE001 - the outcome under test
+                outcome = [type(exc).__name__, str(exc), _family(exc)]
+            outcomes[f"{name} {placement}"] = outcome
+    return outcomes
+
+
+def test_a_retyped_argument_after_a_good_call_has_the_outcome_of_a_fresh_process():
+    """Issue 40's must-show: every cached call, repeated with a type-changed argument after a good call, raises (or
+    returns) exactly what it does in a fresh process, and raises where NumPy raises."""
+    import json
+    import subprocess
+    import sys
+
+    code = (f"import json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_caches; "
+            "print(json.dumps(test_caches.retyped_outcomes(warm=False)))")
+    fresh = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                      timeout=300).stdout.splitlines()[-1])
+    warm = retyped_outcomes(warm=True)
+    assert warm == fresh, {k: (warm[k], fresh.get(k)) for k in warm if warm[k] != fresh.get(k)}
+    full = np.arange(24.0).reshape(4, 6)
+    for name, _, retyped in RETYPED[:-1]:  # (redistribute has no NumPy counterpart)
+        with pytest.raises(Exception) as numpy_error:  # noqa: PT011 - NumPy's own exception, whichever it is
+            retyped(full)
+        for key, outcome in warm.items():
+            if key.rsplit(" ", 1)[0] == name:
+                assert outcome[0] != "value" and outcome[2] == _family(numpy_error.value), (key, outcome, numpy_error.value)
