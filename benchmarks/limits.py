@@ -44,6 +44,8 @@ sum axis=1                  ``block.sum(axis=1)``: no communication
 sum axis=0, None            ``block.sum(axis)``, ``Allreduce(SUM)`` of the result
 x @ w                       ``block @ w``: no communication
 x.T @ x                     ``block.T @ block``, ``Allreduce(SUM)`` of the d x d result
+roll axis=0                 ``np.roll(x, 1, axis=0)`` of row-sharded x: ``Sendrecv`` of the block's last row
+                            to the next rank (a halo), ``np.concatenate`` of the received row and the rest
 ==========================  =====================================================================
 
 Where the DTensor call returns a ``Partial`` result (``np.sum(x, axis=0)``,
@@ -232,6 +234,18 @@ def _reduced_floor(local: Callable[..., np.ndarray]) -> FloorFactory:
     return factory
 
 
+def _halo_roll_floor(blocks: Sequence[np.ndarray], comm: Any) -> Runner:
+    """``np.roll(x, 1, axis=0)`` by hand: each rank's last row to the next rank, then one copy of the block."""
+    (x,) = blocks
+    rank, size = comm.Get_rank(), comm.Get_size()
+    last, received = np.ascontiguousarray(x[-1:]), np.empty_like(x[-1:])
+
+    def run() -> Any:
+        comm.Sendrecv(last, dest=(rank + 1) % size, recvbuf=received, source=(rank - 1) % size)
+        return np.concatenate([received, x[:-1]])
+    return run
+
+
 def _local_floor(local: Callable[..., Any]) -> FloorFactory:
     return lambda blocks, comm: lambda: local(*blocks)
 
@@ -270,6 +284,7 @@ def _cases() -> list[Case]:
         Case("x @ w", ("wide", "weight"), lambda x, w: x @ w, _local_floor(lambda x, w: x @ w), "S"),
         Case("x.T @ x", ("wide",), gram, _reduced_floor(gram), "R", reduce=True),
         Case("x.T @ x (Partial)", ("wide",), gram, _local_floor(gram), "P"),
+        Case("roll axis=0", ("wide",), lambda x: np.roll(x, 1, axis=0), _halo_roll_floor, "S"),
     ]
 
 

@@ -10,10 +10,10 @@ previous one (``np.copy``) and counts the living cells and the cells that
 changed (``np.count_nonzero``).  None of it names dtensor_np: ``main`` places
 the board on the mesh by rows and gathers the results to compare them with
 NumPy.  The board stays sharded by rows and is never gathered: a slice along
-the rows moves the halo rows between neighbours (one all_to_all), a roll
-re-cuts the rows twice (two all_to_alls, which move more than the halo); on 4
-ranks a generation on the torus makes 12 all_to_alls, one in the box 9
-(writing the interior back included).  Each count is a sum over the ranks.
+the rows moves the halo rows between neighbours (one all_to_all), and so
+does a roll along the rows (one all_to_all of the rows that change owner); on
+4 ranks a generation on the torus makes 6 all_to_alls (the 6 shifts with a
+row offset), one in the box 9 (writing the interior back included).  Each count is a sum over the ranks.
 
     python examples/game_of_life.py                   # 4 simulated ranks in this process
     python examples/game_of_life.py --ranks 3 --boundary dead

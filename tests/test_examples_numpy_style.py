@@ -312,7 +312,7 @@ def test_collectives_as_the_docstrings_say():
     # game_of_life on a row-sharded board: halos only
     board = game_of_life.start_board()
     Z = dt.distribute_tensor(board, mesh, [S0])
-    assert moved(lambda: game_of_life.step_torus(Z)) == {"all_to_all": 12}
+    assert moved(lambda: game_of_life.step_torus(Z)) == {"all_to_all": 6}  # one halo exchange a roll along rows
     Z = dt.distribute_tensor(np.pad(board, 1), mesh, [S0])
     assert moved(lambda: game_of_life.step_framed(Z)) == {"all_to_all": 9}
 

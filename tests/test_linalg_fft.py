@@ -526,13 +526,13 @@ def test_fft_collectives(world):
     out, c = counted(lambda: FFT.fftn(p, axes=(1, 2)))
     report.expect(c.total == 0 and out.placements == (P,), f"fftn of a pending sum: {out.spec} {c}")
     report.matches("fftn of a pending sum", out, FFT.fftn(a, axes=(1, 2)), 1e-9)
-    # shifts: a sharded axis rolls with at most two rechunks, and keeps its sharding
+    # shifts: a sharded axis rolls with one exchange, and keeps its sharding
     for dim in range(3):
         x = dt.distribute_tensor(a, mesh, [Shard(dim)])
         for name, (f, kw, dims) in SHIFTS.items():
             out, c = counted(lambda: f(x, **kw))
-            rolls = 2 if big and dim in dims else 0
-            report.expect(c.total == c.counts["all_to_all"] <= rolls, f"{name} of {x.spec}: at most {rolls} rechunks, got {c}")
+            rolls = 1 if big and dim in dims else 0
+            report.expect(c.total == c.counts["all_to_all"] <= rolls, f"{name} of {x.spec}: at most {rolls} exchange, got {c}")
             report.matches(f"{name} of {x.spec}", out, f(a, **kw), 0)
             report.expect(out.spec == x.spec, f"{name}: {out.spec}, expected {x.spec}")
     report.finish()
@@ -600,22 +600,33 @@ def test_random_layouts_equal_numpy(world, data):
     report.finish()
 
 
-def test_roll_by_rechunks_is_np_roll():
-    """Every length, group size and shift: two rechunks at most give np.roll, and move no more rows than needed twice."""
+def test_roll_by_one_exchange_is_np_roll_and_moves_only_rows_that_change_owner():
+    """Every length, group size, layout (even, reversed, all rows on the first or the last member) and shift: one
+    exchange gives np.roll, and it sends exactly the rows whose owner changes (a halo of |shift| rows a boundary)."""
     for n in range(0, 13):
         for k in range(1, 7):
-            sizes = chunk_sizes(n, k)
-            starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
-            x = np.arange(n * 2).reshape(n, 2)
-            for shift in range(-n - 2, n + 3):
-                shards = {r: x[starts[r] : starts[r + 1]] for r in range(k)}
-                with dt.comm_counter() as c:
-                    out = roll_shards(SimulatedBackend(k), shards, (tuple(range(k)),), 0, sizes, shift)
-                assert np.array_equal(np.concatenate([out[r] for r in range(k)]), np.roll(x, shift, 0)), (n, k, shift)
-                assert [len(out[r]) for r in range(k)] == list(sizes)
-                moves = 0 if k == 1 or n == 0 or shift % n == 0 else 2
-                assert c.counts["all_to_all"] <= moves, (n, k, shift, c)
+            even = tuple(chunk_sizes(n, k))
+            for sizes in {even, even[::-1], (n,) + (0,) * (k - 1), (0,) * (k - 1) + (n,)}:
+                starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+                owner = np.repeat(np.arange(k), sizes)
+                x = np.arange(n * 2).reshape(n, 2)
+                for shift in range(-n - 2, n + 3):
+                    shards = {r: x[starts[r] : starts[r + 1]] for r in range(k)}
+                    with dt.comm_counter() as c:
+                        out = roll_shards(SimulatedBackend(k), shards, (tuple(range(k)),), 0, sizes, shift)
+                    assert np.array_equal(np.concatenate([out[r] for r in range(k)]), np.roll(x, shift, 0)), (n, k, sizes, shift)
+                    assert [len(out[r]) for r in range(k)] == list(sizes)
+                    changing = int((owner != np.roll(owner, shift)).sum()) if n else 0  # rows whose owner changes
+                    sent = _rows_sent(roll_plan(sizes, shift))
+                    assert sent == changing, (n, k, sizes, shift, sent, changing)
+                    assert c.total == c.counts["all_to_all"] <= (1 if k > 1 and changing else 0), (n, k, sizes, shift, c)
     assert roll_plan((3, 3), 3) is not None and roll_plan((3, 3), 6) is None
+    assert _rows_sent(roll_plan((5, 5, 5, 5), 1)) == 4  # was 11, by two rechunks
+
+
+def _rows_sent(plan) -> int:
+    """The rows a roll plan sends to other members."""
+    return 0 if plan is None else sum(count for q, pieces in enumerate(plan) for p, _, count in pieces if p != q)
 
 
 def test_gather_blocks_is_one_all_gather(world):

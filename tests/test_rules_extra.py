@@ -202,7 +202,7 @@ def test_collective_counts_along_a_sharded_axis(world):
         "unstack (gathers)": (lambda: np.unstack(x, axis=0), {"all_gather": 1}),
         "take_along_axis 0 (gathers arr)": (lambda: np.take_along_axis(x, idx, axis=0), {"all_gather": 1}),
         "unique (gathers)": (lambda: np.unique(x), {"all_gather": 1}),
-        "roll (two rechunks)": (lambda: np.roll(x, 3, axis=0), {"all_to_all": 2}),
+        "roll (one exchange)": (lambda: np.roll(x, 3, axis=0), {"all_to_all": 1}),
         "nonzero (gathers)": (lambda: np.nonzero(x > 0), {"all_gather": 1}),
         "searchsorted, sorted array sharded (gathers it)": (lambda: np.searchsorted(bins, x), {"all_gather": 1}),
         "searchsorted, replicated bins": (lambda: np.searchsorted(np.sort(a[0]), x), {}),

@@ -1,20 +1,17 @@
-"""Rolling a sharded dim (``np.roll`` semantics, as ``fftshift`` needs) with ``rechunk`` exchanges.
+"""Rolling a sharded dim (``np.roll`` semantics, as ``fftshift`` needs) with one ``exchange`` of the rows that move.
 
-A roll keeps the cyclic order of the rows but moves where the sequence
-starts; a ``rechunk`` keeps the order of the rows laid out in its group's
-member order, so it never changes that start alone.  Two do: with members
-``0..P-1`` holding blocks at offsets ``a``, the roll by ``k`` gives member
-``j`` the rows from ``c = a[j] - k`` (mod n) on.  The first rechunk (group in
-mesh order) moves one block boundary so that member ``j``'s block starts at
-row ``c`` (the others' boundaries are clamped around it); the second runs in
-the group rotated to start at member ``j``, where the rows laid out in member
-order are exactly ``roll(x, -c)`` and the target blocks too.  Each is one
-``Alltoallv`` moving only the rows that change owner (counted as
-``all_to_all``); :func:`roll_plan` picks the ``j`` that moves the fewest rows.
+Row ``g`` of the members' consecutive blocks goes to row ``(g + k) mod n`` of
+the same blocks.  Member ``q`` sends member ``p`` exactly the rows of its block
+that land in ``p``'s: one ``Alltoallv`` of the rows that change owner (``|k|``
+rows a boundary for a small shift: a halo exchange; counted as one
+``all_to_all``), and every member writes its new block once, from views of
+the rows it keeps and the rows it received, in the order they land.
+:func:`roll_pieces` says, for one member, which of its rows go where, in the
+order they land.
 
 Example:
-    >>> roll_plan((2, 2, 1, 0), 2)       # n = 5 over 4 ranks, roll by 2: member 0 hands its rows on, then rotate at member 1
-    (1, (0, 4, 1, 0))
+    >>> roll_pieces((2, 2, 1, 0), 2, 1)  # n = 5 over 4 ranks, roll by 2: member 1's rows 2, 3 land at 4, 0
+    ((0, 1, 1), (2, 0, 1))
 """
 
 from __future__ import annotations
@@ -24,7 +21,6 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from collectives import offsets
-from collectives.ops.rechunk import overlaps
 
 from ..errors import ShardingError
 from ..placements import Shard
@@ -34,38 +30,49 @@ from .common import axis_index, single_sharding
 from .registry import Decision, OpRule, register
 from .signature_bind import named_arguments, no_more_arguments, pop_dtensor
 
-__all__ = ["roll_plan", "roll_shards", "roll_decision"]
+__all__ = ["roll_pieces", "roll_plan", "roll_shards", "roll_decision"]
+
+Piece = tuple[int, int, int]  # (destination member, first row of the source block, rows)
 
 
-def _moved(before: Sequence[int], after: Sequence[int]) -> int:
-    """Rows that change owner when ``before`` is rechunked into ``after``."""
-    moved = overlaps(before, after)
-    return sum(before) - sum(moved[i][i] for i in range(len(before)))
+def roll_pieces(sizes: Sequence[int], shift: int, q: int) -> tuple[Piece, ...]:
+    """Member ``q``'s rows as ``(destination, first row, rows)`` pieces, in the order they land.
 
-
-def roll_plan(sizes: Sequence[int], shift: int) -> Optional[tuple[int, tuple[int, ...]]]:
-    """``(j, middle)``: rotate the group at member ``j`` after rechunking ``sizes`` into ``middle``; None: nothing moves.
-
-    ``sizes`` are the members' consecutive block lengths (the same before
-    and after the roll, at least two members); ``shift`` is NumPy's
-    (``y[i] = x[i - shift]``).
+    ``sizes`` are the members' consecutive block lengths; ``shift`` is NumPy's
+    (``y[i] = x[i - shift]``).  The rows past ``n - k - a`` (``a``: the block's
+    first global row) wrap to the start, so they come first.
     """
-    sizes = tuple(sizes)
+    n = sum(sizes)
+    starts = offsets(sizes)
+    a, size = starts[q], sizes[q]
+    k = shift % n if n else 0
+    kept = max(0, min(size, n - k - a))  # rows that land before the end
+    pieces = []
+    for lo, hi, landing in ((kept, size, a + kept + k - n), (0, kept, a + k)):  # (source rows, where the first lands)
+        for p, (b, t) in enumerate(zip(starts, sizes)):
+            first, last = max(landing, b), min(landing + hi - lo, b + t)
+            if first < last:
+                pieces.append((p, lo + first - landing, last - first))
+    return tuple(pieces)
+
+
+def roll_plan(sizes: Sequence[int], shift: int) -> Optional[tuple[tuple[Piece, ...], ...]]:
+    """Every member's :func:`roll_pieces`; None when nothing moves (no rows, or a shift by a multiple of ``n``).
+
+    Example:
+        >>> roll_plan((3, 3), 6) is None, roll_plan((3, 3), 1)
+        (True, (((0, 0, 2), (1, 2, 1)), ((0, 2, 1), (1, 0, 2))))
+    """
     n = sum(sizes)
     if n == 0 or shift % n == 0:
         return None
-    starts = offsets(sizes) + [n]
-    best: Optional[tuple[int, int, tuple[int, ...]]] = None
-    for j in range(1, len(sizes)):
-        c = (starts[j] - shift) % n
-        for cut in (c, n) if c == 0 else (c,):
-            bounds = [min(a, cut) for a in starts[:j]] + [cut] + [max(a, cut) for a in starts[j + 1 : -1]] + [n]
-            middle = tuple(b - a for a, b in zip(bounds, bounds[1:]))
-            cost = _moved(sizes, middle) + _moved(middle[j:] + middle[:j], sizes[j:] + sizes[:j])
-            if best is None or cost < best[0]:
-                best = (cost, j, middle)
-    assert best is not None
-    return best[1], best[2]
+    return tuple(roll_pieces(sizes, shift, q) for q in range(len(sizes)))
+
+
+def _rows(x: Any, first: int, count: int, axis: int) -> Any:
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(first, first + count)
+    return x[tuple(index)]
 
 
 def roll_shards(backend: Any, shards: dict[int, Any], groups: tuple[tuple[int, ...], ...], axis: int, sizes: Sequence[int], shift: int) -> dict[int, Any]:
@@ -85,16 +92,50 @@ def roll_shards(backend: Any, shards: dict[int, Any], groups: tuple[tuple[int, .
     plan = roll_plan(sizes, shift)
     if plan is None:
         return shards
-    j, middle = plan
-    by_rank = lambda lengths: {r: lengths[i] for g in groups for i, r in enumerate(g)}  # noqa: E731
-    if tuple(middle) != tuple(sizes):
-        shards = backend.rechunk(shards, groups, axis=axis, in_sizes=by_rank(sizes), out_sizes=by_rank(middle))
-    rotated = tuple(g[j:] + g[:j] for g in groups)
-    return backend.rechunk(shards, rotated, axis=axis, in_sizes=by_rank(middle), out_sizes=by_rank(sizes))
+    members = len(sizes)
+    moved = [[0] * members for _ in range(members)]  # moved[q][p]: rows q sends p (none to itself: kept as views)
+    for q, pieces in enumerate(plan):
+        for p, _, count in pieces:
+            if p != q:
+                moved[q][p] += count
+    position = {r: i for g in groups for i, r in enumerate(g)}
+    received: dict[int, Any] = {}
+    if any(map(any, moved)):
+        sends = {}
+        for r, x in shards.items():
+            outgoing = [_rows(x, first, count, axis) for p, first, count in plan[position[r]] if p != position[r]]
+            sends[r] = (np.concatenate(outgoing, axis=axis) if len(outgoing) > 1 else outgoing[0] if outgoing
+                        else _rows(x, 0, 0, axis))
+        # every rank derives the counts from the same spec and shift: no descriptor check (the default agreement
+        # still compares the call, its counts included, as for a redistribute's prepared collectives)
+        received = backend.exchange(sends, groups, axis=axis, check=False,
+                                    send_counts={r: tuple(moved[i]) for g in groups for i, r in enumerate(g)})
+    starts, n, k = offsets(sizes), sum(sizes), shift % sum(sizes)
+    out = {}
+    for r, x in shards.items():
+        p = position[r]
+        if sizes[p] == 0:
+            out[r] = x.copy()
+            continue
+        from_source, at = {}, 0  # the rows each other member sent p, in member order in the received block
+        for q in range(members):
+            if q != p and moved[q][p]:
+                from_source[q] = _rows(received[r], at, moved[q][p], axis)
+                at += moved[q][p]
+        source = (starts[p] - k) % n  # the source row of p's first row: its owner's rows land first
+        owner = next(q for q in range(members) if starts[q] <= source < starts[q] + sizes[q])
+        parts = []
+        for q in [*range(owner, members), *range(owner)]:
+            if q == p:
+                parts += [_rows(x, first, count, axis) for dest, first, count in plan[p] if dest == p]
+            elif q in from_source:
+                parts.append(from_source[q])
+        out[r] = np.concatenate(parts, axis=axis)
+    return out
 
 
 def roll_decision(spec: DTensorSpec, shifts: dict[int, int]) -> Decision:
-    """``np.roll`` by ``shifts[d]`` along each dim ``d``: local rolls, and two ``rechunk`` s per sharded rolled dim.
+    """``np.roll`` by ``shifts[d]`` along each dim ``d``: local rolls, and one ``exchange`` per sharded rolled dim.
 
     Example:
         >>> from dtensor_np import DeviceMesh, TensorMeta
