@@ -19,8 +19,8 @@ The transforms are linear, so pending sums and averages (``Partial``) flow
 through them untouched; ``Partial(max/min)`` is reduced first.
 
 ``fftshift`` / ``ifftshift``: a roll by half of every shifted axis.  Unsharded
-axes roll locally; a sharded axis rolls with two ``rechunk`` exchanges (each
-one ``Alltoallv`` moving only the rows that change owner, counted as
+axes roll locally; a sharded axis rolls with one ``exchange`` (an
+``Alltoallv`` of only the rows that change owner, counted as
 ``all_to_all``; see :mod:`.roll`) and keeps its sharding; every placement,
 ``Partial`` included, is kept.
 
