@@ -19,9 +19,9 @@ The transforms are linear, so pending sums and averages (``Partial``) flow
 through them untouched; ``Partial(max/min)`` is reduced first.
 
 ``fftshift`` / ``ifftshift``: a roll by half of every shifted axis.  Unsharded
-axes roll locally; a sharded axis rolls with one ``exchange`` (an
-``Alltoallv`` of only the rows that change owner, counted as
-``all_to_all``; see :mod:`.roll`) and keeps its sharding; every placement,
+axes roll locally; a sharded axis rolls with one ``Alltoallv`` of only the
+rows that change owner (counted as ``all_to_all``; see :mod:`.roll`) and
+keeps its sharding; every placement,
 ``Partial`` included, is kept.
 
 ``fftfreq`` / ``rfftfreq`` take no array and are NumPy's own (an Array API

@@ -1,22 +1,21 @@
-"""Rolling a sharded dim (``np.roll`` semantics, as ``fftshift`` needs) with one ``exchange`` of the rows that move.
+"""Rolling a sharded dim (``np.roll`` semantics, as ``fftshift`` needs): one move of the rows that change owner.
 
-Row ``g`` of the members' consecutive blocks goes to row ``(g + k) mod n`` of
-the same blocks.  Member ``q`` sends member ``p`` exactly the rows of its block
-that land in ``p``'s: one ``Alltoallv`` of the rows that change owner (``|k|``
-rows a boundary for a small shift: a halo exchange; counted as one
-``all_to_all``), and every member writes its new block once, from views of
-the rows it keeps and the rows it received, in the order they land.
-:func:`roll_pieces` says, for one member, which of its rows go where, in the
-order they land.
+Row ``g`` of the members' consecutive blocks lands at row ``(g + k) mod n`` of
+the same blocks.  In the rolled positions, member ``q`` holds two ranges (the
+rows that land before the end, then those that wrap to the start) and wants
+its own block back: :func:`~.row_moves.move_ranges` sends each member exactly
+the rows of others that land in its block (one ``Alltoallv``, counted as one
+``all_to_all``: ``|k|`` rows a boundary for a small shift, a halo exchange)
+and writes each new block once, from the rows kept and the rows received.
 
 Example:
-    >>> roll_pieces((2, 2, 1, 0), 2, 1)  # n = 5 over 4 ranks, roll by 2: member 1's rows 2, 3 land at 4, 0
-    ((0, 1, 1), (2, 0, 1))
+    >>> roll_ranges((2, 2, 1, 0), 2)  # n = 5 over 4 ranks, roll by 2: member 1's rows 2, 3 land at 4, then 0
+    (((2, 4),), ((4, 5), (0, 1)), ((1, 2),), ())
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -28,51 +27,27 @@ from ..sharded import is_sharded
 from ..spec import DTensorSpec
 from .common import axis_index, single_sharding
 from .registry import Decision, OpRule, register
+from .row_moves import Span, move_ranges
 from .signature_bind import named_arguments, no_more_arguments, pop_dtensor
 
-__all__ = ["roll_pieces", "roll_plan", "roll_shards", "roll_decision"]
-
-Piece = tuple[int, int, int]  # (destination member, first row of the source block, rows)
+__all__ = ["roll_ranges", "roll_shards", "roll_decision"]
 
 
-def roll_pieces(sizes: Sequence[int], shift: int, q: int) -> tuple[Piece, ...]:
-    """Member ``q``'s rows as ``(destination, first row, rows)`` pieces, in the order they land.
+def roll_ranges(sizes: Sequence[int], shift: int) -> tuple[tuple[Span, ...], ...]:
+    """Each member's rows as the rolled positions they land on: the rows before the wrap, then those after it
+    (the ranges that hold rows).
 
     ``sizes`` are the members' consecutive block lengths; ``shift`` is NumPy's
-    (``y[i] = x[i - shift]``).  The rows past ``n - k - a`` (``a``: the block's
-    first global row) wrap to the start, so they come first.
+    (``y[i] = x[i - shift]``).
     """
     n = sum(sizes)
-    starts = offsets(sizes)
-    a, size = starts[q], sizes[q]
     k = shift % n if n else 0
-    kept = max(0, min(size, n - k - a))  # rows that land before the end
-    pieces = []
-    for lo, hi, landing in ((kept, size, a + kept + k - n), (0, kept, a + k)):  # (source rows, where the first lands)
-        for p, (b, t) in enumerate(zip(starts, sizes)):
-            first, last = max(landing, b), min(landing + hi - lo, b + t)
-            if first < last:
-                pieces.append((p, lo + first - landing, last - first))
-    return tuple(pieces)
-
-
-def roll_plan(sizes: Sequence[int], shift: int) -> Optional[tuple[tuple[Piece, ...], ...]]:
-    """Every member's :func:`roll_pieces`; None when nothing moves (no rows, or a shift by a multiple of ``n``).
-
-    Example:
-        >>> roll_plan((3, 3), 6) is None, roll_plan((3, 3), 1)
-        (True, (((0, 0, 2), (1, 2, 1)), ((0, 2, 1), (1, 0, 2))))
-    """
-    n = sum(sizes)
-    if n == 0 or shift % n == 0:
-        return None
-    return tuple(roll_pieces(sizes, shift, q) for q in range(len(sizes)))
-
-
-def _rows(x: Any, first: int, count: int, axis: int) -> Any:
-    index = [slice(None)] * x.ndim
-    index[axis] = slice(first, first + count)
-    return x[tuple(index)]
+    ranges = []
+    for a, size in zip(offsets(sizes), sizes):
+        kept = max(0, min(size, n - k - a))  # rows that land before the end
+        spans = ((a + k, a + k + kept), (a + k + kept - n, a + size + k - n))
+        ranges.append(tuple(span for span in spans if span[1] > span[0]))
+    return tuple(ranges)
 
 
 def roll_shards(backend: Any, shards: dict[int, Any], groups: tuple[tuple[int, ...], ...], axis: int, sizes: Sequence[int], shift: int) -> dict[int, Any]:
@@ -89,49 +64,13 @@ def roll_shards(backend: Any, shards: dict[int, Any], groups: tuple[tuple[int, .
     """
     if len(sizes) == 1:  # one member holds every row
         return {r: np.roll(x, shift, axis) for r, x in shards.items()}
-    plan = roll_plan(sizes, shift)
-    if plan is None:
+    n = sum(sizes)
+    if n == 0 or shift % n == 0:
         return shards
-    members = len(sizes)
-    moved = [[0] * members for _ in range(members)]  # moved[q][p]: rows q sends p (none to itself: kept as views)
-    for q, pieces in enumerate(plan):
-        for p, _, count in pieces:
-            if p != q:
-                moved[q][p] += count
-    position = {r: i for g in groups for i, r in enumerate(g)}
-    received: dict[int, Any] = {}
-    if any(map(any, moved)):
-        sends = {}
-        for r, x in shards.items():
-            outgoing = [_rows(x, first, count, axis) for p, first, count in plan[position[r]] if p != position[r]]
-            sends[r] = (np.concatenate(outgoing, axis=axis) if len(outgoing) > 1 else outgoing[0] if outgoing
-                        else _rows(x, 0, 0, axis))
-        # every rank derives the counts from the same spec and shift: no descriptor check (the default agreement
-        # still compares the call, its counts included, as for a redistribute's prepared collectives)
-        received = backend.exchange(sends, groups, axis=axis, check=False,
-                                    send_counts={r: tuple(moved[i]) for g in groups for i, r in enumerate(g)})
-    starts, n, k = offsets(sizes), sum(sizes), shift % sum(sizes)
-    out = {}
-    for r, x in shards.items():
-        p = position[r]
-        if sizes[p] == 0:
-            out[r] = x.copy()
-            continue
-        from_source, at = {}, 0  # the rows each other member sent p, in member order in the received block
-        for q in range(members):
-            if q != p and moved[q][p]:
-                from_source[q] = _rows(received[r], at, moved[q][p], axis)
-                at += moved[q][p]
-        source = (starts[p] - k) % n  # the source row of p's first row: its owner's rows land first
-        owner = next(q for q in range(members) if starts[q] <= source < starts[q] + sizes[q])
-        parts = []
-        for q in [*range(owner, members), *range(owner)]:
-            if q == p:
-                parts += [_rows(x, first, count, axis) for dest, first, count in plan[p] if dest == p]
-            elif q in from_source:
-                parts.append(from_source[q])
-        out[r] = np.concatenate(parts, axis=axis)
-    return out
+    landing, blocks = roll_ranges(sizes, shift), tuple((a, a + s) for a, s in zip(offsets(sizes), sizes))
+    have = {r: landing[i] for g in groups for i, r in enumerate(g)}
+    want = {r: blocks[i] for g in groups for i, r in enumerate(g)}
+    return move_ranges(backend, shards, groups, axis, have, want)
 
 
 def roll_decision(spec: DTensorSpec, shifts: dict[int, int]) -> Decision:

@@ -32,7 +32,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -41,7 +41,9 @@ from collectives.ops.rechunk import overlaps
 
 __all__ = ["move_ranges", "gather_rows", "member_of", "width", "Ranges"]
 
-Ranges = Mapping[int, tuple[int, int]]
+Span = tuple[int, int]
+Ranges = Mapping[int, Union[Span, tuple[Span, ...]]]
+"""Every rank's positions: one ``(lo, hi)`` range, or ranges in the order its array holds them."""
 Shards = dict[int, Any]
 
 
@@ -58,14 +60,16 @@ def _take(x: Any, axis: int, lo: int, hi: int) -> Any:
 class _MovePlan:
     """What :func:`move_ranges` does for one (groups, have, want), worked out once.
 
-    ``sends[r]``: the local ``(lo, hi)`` pieces rank ``r`` sends, in member
-    order; ``receives[r]``: its result's pieces in position order, each
-    ``(True, lo, hi)`` (kept from its own array) or ``(False, start, stop)``
-    (from what arrived); ``prepared``: the backend's prepared calls, by
-    (backend, shapes, dtype, axis).
+    ``moves``: some row changes owner (one collective); ``kept``: no row moves
+    and every rank's array is already its result.  ``sends[r]``: the local
+    ``(lo, hi)`` pieces rank ``r`` sends, in member order; ``receives[r]``: its
+    result's pieces in position order, each ``(True, lo, hi)`` (kept from its
+    own array) or ``(False, start, stop)`` (from what arrived); ``prepared``:
+    the backend's prepared calls, by (backend, shapes, dtype, axis).
     """
 
     moves: bool
+    kept: bool
     sends: Mapping[int, tuple[tuple[int, int], ...]]
     receives: Mapping[int, tuple[tuple[bool, int, int], ...]]
     kind: str
@@ -73,34 +77,51 @@ class _MovePlan:
     prepared: dict = field(default_factory=dict, compare=False)
 
 
+def _spans(value: Any) -> tuple[tuple[int, int], ...]:
+    """A rank's positions as ranges in its array's order: one ``(lo, hi)``, or a tuple of them."""
+    if value and not isinstance(value[0], tuple):
+        return (tuple(value),)
+    return tuple(tuple(span) for span in value)
+
+
+def _pieces(held: tuple[tuple[int, int], ...], wanted: tuple[tuple[int, int], ...]) -> list[tuple[int, int, int]]:
+    """The positions ``held`` (ranges laid end to end in one array) that ``wanted`` names: ``(place in the wanted
+    result, local lo, local hi)`` each, in the wanted order."""
+    out, at = [], 0
+    for w in wanted:
+        local = 0
+        for h in held:
+            lo, hi = _overlap(h, w)
+            if hi > lo:
+                out.append((at + lo - w[0], local + lo - h[0], local + hi - h[0]))
+            local += width(h)
+        at += width(w)
+    return out
+
+
 @memo(maxsize=1024, name="dtensor_np.row_move_plans")
 def _move_plan(groups: Groups, have_items: tuple, want_items: tuple) -> _MovePlan:
     have, want = dict(have_items), dict(want_items)
-    moved = {}
+    moved, sends, receives = {}, {}, {}
     for g in groups:
-        moved[g] = [[0 if q == p else width(_overlap(have[a], want[b])) for p, b in enumerate(g)]
+        moved[g] = [[0 if q == p else sum(hi - lo for _, lo, hi in _pieces(have[a], want[b])) for p, b in enumerate(g)]
                     for q, a in enumerate(g)]
-    if not any(any(row) for rows in moved.values() for row in rows):
-        return _MovePlan(False, {}, {}, "", {})
-    sends, receives = {}, {}
-    for g in groups:
-        for p, r in enumerate(g):
-            lo = have[r][0]
-            sends[r] = tuple(_shift(_overlap(have[r], want[b]), lo) for b in g if b != r)
-            pieces, start = [], 0
-            for q, a in enumerate(g):
-                n = moved[g][q][p]
-                span = _overlap(have[a], want[r])
-                if a == r:
-                    if span[1] > span[0]:
-                        pieces.append((span[0], (True, *_shift(span, have[r][0]))))
-                elif n:
-                    pieces.append((span[0], (False, start, start + n)))
-                    start += n
-            pieces.sort(key=lambda piece: piece[0])
-            receives[r] = tuple(piece for _, piece in pieces)
-    kind, arguments = _call(groups, moved)
-    return _MovePlan(True, sends, receives, kind, arguments)
+        for r in g:
+            sends[r] = tuple((lo, hi) for b in g if b != r for _, lo, hi in _pieces(have[r], want[b]))
+            placed, start = [], 0
+            for a in g:
+                for place, lo, hi in _pieces(have[a], want[r]):
+                    if a == r:
+                        placed.append((place, (True, lo, hi)))
+                    else:
+                        placed.append((place, (False, start, start + hi - lo)))
+                        start += hi - lo
+            placed.sort(key=lambda piece: piece[0])
+            receives[r] = tuple(piece for _, piece in placed)
+    moves = any(any(row) for rows in moved.values() for row in rows)
+    kept = not moves and all(receives[r] in ((), ((True, 0, sum(map(width, have[r]))),)) for r in receives)
+    kind, arguments = _call(groups, moved) if moves else ("", {})
+    return _MovePlan(moves, kept, sends, receives, kind, arguments)
 
 
 def move_ranges(backend: Any, shards: Mapping[int, Any], groups: Groups, axis: int, have: Ranges,
@@ -108,27 +129,33 @@ def move_ranges(backend: Any, shards: Mapping[int, Any], groups: Groups, axis: i
     """Every rank's array holds positions ``have[r]`` of its group's sequence along ``axis``; return arrays holding ``want[r]``.
 
     ``have`` and ``want`` give every world rank's range (each group's ranges
-    cover the same positions); ``shards`` are the held ranks' arrays, in position
-    order.  One ``rechunk`` (ranges in member order) or ``exchange`` (any other
-    order) of the rows that change owner; none when no row does.  The results
-    are new arrays, except where a rank already holds exactly what it wants.
-    The counts and the prepared call are worked out once per (groups, ranges).
+    cover the same positions), or its ranges in the order its array holds (or
+    must hold) them (a roll: the rows that wrap past the end); ``shards`` are
+    the held ranks' arrays.  One ``rechunk`` (ranges in member order) or
+    ``exchange`` (any other order) of the rows that change owner; none when no
+    row does.  The results are new arrays, except where a rank already holds
+    exactly what it wants.  The counts and the prepared call are worked out
+    once per (groups, ranges).
     """
-    plan = _move_plan(tuple(groups), tuple(sorted(have.items())), tuple(sorted(want.items())))
-    if not plan.moves:
+    plan = _move_plan(tuple(groups), tuple(sorted((r, _spans(v)) for r, v in have.items())),
+                      tuple(sorted((r, _spans(v)) for r, v in want.items())))
+    if plan.kept:
         return dict(shards)
-    send = {}
-    for r, x in shards.items():
-        parts = [_take(x, axis, lo, hi) for lo, hi in plan.sends[r]]
-        send[r] = array_module(x).concatenate(parts, axis=axis) if parts else x
-    some = next(iter(shards.values()))
-    shapes = tuple((r, s.shape) for r, s in send.items())
-    key = (backend, shapes, some.dtype, axis)
-    prepared = plan.prepared.get(key)
-    if prepared is None:
-        prepared = plan.prepared[key] = backend.prepare(plan.kind, groups, dict(shapes), some.dtype, axis=axis,
-                                                        **plan.arguments)
-    arrived = prepared.run(send)
+    arrived: Shards = {}
+    if plan.moves:
+        send = {}
+        for r, x in shards.items():
+            parts = [_take(x, axis, lo, hi) for lo, hi in plan.sends[r]]
+            send[r] = (array_module(x).concatenate(parts, axis=axis) if len(parts) > 1 else parts[0] if parts
+                       else _take(x, axis, 0, 0))
+        some = next(iter(shards.values()))
+        shapes = tuple((r, s.shape) for r, s in send.items())
+        key = (backend, shapes, some.dtype, axis)
+        prepared = plan.prepared.get(key)
+        if prepared is None:
+            prepared = plan.prepared[key] = backend.prepare(plan.kind, groups, dict(shapes), some.dtype, axis=axis,
+                                                            **plan.arguments)
+        arrived = prepared.run(send)
     out = {}
     for r, x in shards.items():
         pieces = [_take(x, axis, lo, hi) if own else _take(arrived[r], axis, lo, hi)
