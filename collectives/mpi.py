@@ -41,7 +41,6 @@ Design choices:
 from __future__ import annotations
 
 import math
-import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
@@ -64,7 +63,7 @@ from .handshake import NodeHandshake, node_handshake
 from .ops import OPS, CollectiveOp, MpiCall
 from .packing import new_array
 from .reduce_ops import raise_fp_events, take_fp_events
-from .spmd import AGREE_ENV, SpmdError, agreeing, call_site, checking, local_calls, pending
+from .spmd import AGREE_BY_ALLGATHER, SpmdError, agreeing, call_site, checking, local_calls, pending
 from .threads import share_cores_among_ranks
 from .watchdog import start_watchdog
 from .types import Array, Groups, Shards
@@ -96,9 +95,9 @@ class _Team(NamedTuple):
 
 # parent communicator handle -> groups -> team (one Comm.Split per partition and process)
 _TEAMS: dict[int, dict[Any, _Team]] = {}
-# parent communicator handle -> a duplicate for the SPMD check and the watchdog's exit notices
-_SERVICE: dict[int, MPI.Intracomm] = {}
-_HANDSHAKES: dict[int, Optional[NodeHandshake]] = {}  # per service communicator (None: an Allgather)
+# parent communicator handle -> a duplicate for the SPMD check and the watchdog's exit notices, and the default
+# agreement's shared-memory handshake over it (None: an Allgather on it)
+_SERVICE: dict[int, tuple[MPI.Intracomm, Optional[NodeHandshake]]] = {}
 _ROW_BYTES = 32  # the default agreement's row: four int64
 _SPMD_TEXT = 240  # bytes of each rank's description of its collective when the SPMD check fails
 _LOCAL_CALLS_DIFFER = ("the ranks made different local calls since their previous collective (other arguments or "
@@ -131,21 +130,16 @@ class MpiBackend(Backend):
         self.world_size: int = self.comm.Get_size()
         self.ranks: tuple[int, ...] = (self.rank,)
         self._teams = _TEAMS.setdefault(self.comm.handle, {})
-        service = _SERVICE.get(self.comm.handle)
-        if service is None:  # collective, like the backend itself: every rank makes its backend together
-            service = _SERVICE[self.comm.handle] = self.comm.Dup()
-            # the default agreement's exchange: shared memory where the ranks share a node (collectives.handshake)
-            _HANDSHAKES[service.handle] = (
-                None if os.environ.get(AGREE_ENV, "").strip().lower() == "mpi" else node_handshake(service, _ROW_BYTES)
-            )
-        self._service = service
-        self._handshake = _HANDSHAKES[service.handle]
+        if self.comm.handle not in _SERVICE:  # collective, like the backend itself: every rank makes its backend together
+            service = self.comm.Dup()
+            _SERVICE[self.comm.handle] = service, None if AGREE_BY_ALLGATHER else node_handshake(service, _ROW_BYTES)
+        self._service, self._handshake = _SERVICE[self.comm.handle]
         self._checked_calls = 0
         self._agreed = np.empty((self.world_size, 4), np.int64)  # the default agreement's buffer (one call at a time)
         self._byte = MPI.BYTE
         install_abort_on_error(MPI.COMM_WORLD)
         if comm is None:
-            start_watchdog(self.comm, service)
+            start_watchdog(self.comm, self._service)
         # BLAS threads: this rank's share of the node's cores (see ``threads``); once per process
         self.blas_threads: int | None = share_cores_among_ranks(self.world_size) if comm is None else None
 

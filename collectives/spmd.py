@@ -93,10 +93,14 @@ checking: list[bool] = [True] if os.environ.get(CHECK_ENV, "").strip().lower() i
 """Non-empty while the check is on (a list, so a hot path tests it with one truth test)."""
 
 AGREE_ENV = "DTENSOR_NP_AGREE"
-"""Set to 0 to turn off the default agreement (the fingerprint every rank compares before each collective under MPI)."""
+"""Set to 0 to turn off the default agreement (the fingerprint every rank compares before each collective under
+MPI), to ``mpi`` to exchange it by ``Allgather`` where the ranks share a node too."""
 
 agreeing: list[bool] = [] if os.environ.get(AGREE_ENV, "").strip().lower() in ("0", "false", "no", "off") else [True]
 """Non-empty while the default agreement is on (the full check, when on, replaces it)."""
+
+AGREE_BY_ALLGATHER = os.environ.get(AGREE_ENV, "").strip().lower() == "mpi"
+"""``DTENSOR_NP_AGREE=mpi``: no shared-memory handshake (:mod:`collectives.handshake`), an ``Allgather`` always."""
 
 pending: list[bool] = []
 """Non-empty after this rank raised a local error the other ranks may not have (``note_local_error``)."""

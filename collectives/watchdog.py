@@ -130,6 +130,8 @@ class Watchdog:
         self.main = threading.main_thread().ident
         self.thread = threading.Thread(target=self._loop, name="dtensor_np collective watchdog", daemon=True)
         self.sends: list[Any] = []
+        self.seen: Optional[tuple[int, int]] = None  # the key of the main thread's current wait (see _waiting_in)
+        self.since = 0.0  # when the poll first saw it
 
     def start(self) -> None:
         self.thread.start()
@@ -154,47 +156,45 @@ class Watchdog:
             self.exited.setdefault(int(note[0]), time.monotonic())
 
     def _loop(self) -> None:
-        seen: list[Any] = [None, 0.0]  # (frame id, instruction) of the main thread's last collective, since when
         told = False
         while not self.stop.wait(POLL_S):
             try:
-                self._poll(seen)
+                self._poll()
             except Exception as exc:  # noqa: BLE001 - looking at the main thread must never end the job by itself
-                seen[:] = [None, 0.0]
+                self.seen = None
                 if not told:  # once: the watchdog goes on, and the job with it
                     told = True
                     write_report(f"[rank {self.rank}] dtensor_np watchdog: one look at the main thread failed "
                                  f"({type(exc).__name__}: {exc}); the watchdog goes on\n")
 
-    def _poll(self, seen: list[Any]) -> None:
+    def _poll(self) -> None:
         """One look at the main thread: abort when it has waited too long in one collective (see the module doc)."""
         if self.size <= NOTICE_LIMIT:
             self._receive_notices()
         waiting = _waiting_in(sys._current_frames().get(self.main))  # type: ignore[arg-type]
         if waiting is None:
-            seen[:] = [None, 0.0]
+            self.seen = None
             return
         frame, what, group, key = waiting
         now = time.monotonic()
-        if key != seen[0]:
-            seen[:] = [key, now]
+        if key != self.seen:
+            self.seen, self.since = key, now
             return
-        since = seen[1]
-        waited = now - since
+        waited = now - self.since
         left = sorted(r for r, t in self.exited.items() if group is None or r in group)
-        if left and now - max(since, min(self.exited[r] for r in left)) >= GRACE_S:
-            self._abort(
-                f"rank(s) {left} left the program (sys.exit, an exception caught and ended, or the end of the "
-                "script) while this rank waits for them in {what}", what, frame)
+        if left and now - max(self.since, min(self.exited[r] for r in left)) >= GRACE_S:
+            self._abort(f"rank(s) {left} left the program (sys.exit, an exception caught and ended, or the end of "
+                        "the script) while this rank waits for them", what, frame)
         if self.timeout is not None and waited >= self.timeout:
-            self._abort(f"waited {waited:.1f} s ({TIMEOUT_ENV}={self.timeout:g}) in {{what}}", what, frame)
+            self._abort(f"waited {waited:.1f} s ({TIMEOUT_ENV}={self.timeout:g})", what, frame)
 
     def _abort(self, why: str, what: Callable[[], str], frame: FrameType) -> None:
+        """Report ``why`` "in" the collective ``what()`` names and the user's line, then abort the job."""
         try:
-            why, site = why.format(what=what()), _user_site(frame)
+            call, site = what(), _user_site(frame)
         except Exception as exc:  # noqa: BLE001 - the report names what it can; the job ends regardless
-            why, site = why.format(what=f"a collective (not named: {type(exc).__name__}: {exc})"), "<unknown call site>"
-        write_report(f"[rank {self.rank}] dtensor_np watchdog: {why}, issued at {site}; aborting the job\n")
+            call, site = f"a collective (not named: {type(exc).__name__}: {exc})", "<unknown call site>"
+        write_report(f"[rank {self.rank}] dtensor_np watchdog: {why} in {call}, issued at {site}; aborting the job\n")
         time.sleep(0.5)  # the other ranks' watchdogs print theirs; the launcher forwards the lines
         self.world.Abort(1)
 

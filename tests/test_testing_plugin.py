@@ -100,6 +100,13 @@ def test_mesh_fixture_without_a_marker_and_a_bad_marker_are_usage_errors(pyteste
     result.stderr.fnmatch_lines(["ERROR: --dt-mpi runs its MPI items through pytest-isolate-mpi: pip install pytest-isolate-mpi"])
 
 
+def test_the_plugin_names_the_abort_report_variable_collectives_reads():
+    """The plugin imports no collectives (nor NumPy) when pytest loads it, so it spells the name out: the same."""
+    import collectives.abort
+
+    assert dtensor_np_pytest.REPORT_FD_ENV == collectives.abort.REPORT_FD_ENV
+
+
 def test_mesh_cases_are_simulated_then_mpi_for_shapes_of_two_ranks_or_more():
     assert doctest.testmod(dtensor_np_pytest).failed == 0  # the module's examples (outside the doctest paths)
     cases = dtensor_np_pytest.mesh_cases([(1,), (2,), (2, 2)], mpi=True, timeout=5)
